@@ -1,0 +1,28 @@
+"""paritygate: every published number of an ML port becomes a claim enforced by a binary gate.
+
+Importing paritygate imports no ML framework and not pytest; frameworks are reached lazily
+through :mod:`paritygate.backends` when their arrays are compared.
+"""
+
+from __future__ import annotations
+
+from .errors import DriftError, InputError, InternalError, ParitygateError, SpecError, UserError
+from .results import Comparison, Element, Failure, NonFinite, OutputComparison, Tolerance
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "Comparison",
+    "DriftError",
+    "Element",
+    "Failure",
+    "InputError",
+    "InternalError",
+    "NonFinite",
+    "OutputComparison",
+    "ParitygateError",
+    "SpecError",
+    "Tolerance",
+    "UserError",
+]

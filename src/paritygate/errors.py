@@ -1,0 +1,56 @@
+"""The two exception roots of paritygate.
+
+``UserError`` is everything a user can fix (bad input, a malformed spec, a missing file): the CLI
+prints its message on one line with the hint and exits 2, never a traceback. ``InternalError`` is a
+bug in paritygate itself: it keeps its traceback. Library code re-raises lower-level failures with
+context (claim, output, shapes) ``from None`` so the message names what and where.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ParitygateError", "UserError", "InputError", "SpecError", "DriftError", "InternalError"]
+
+
+class ParitygateError(Exception):
+    """Root of every error paritygate raises on purpose."""
+
+    exit_code = 2
+
+
+class UserError(ParitygateError):
+    """Something the user can fix. ``hint`` says how, in one short sentence."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None, where: str | None = None):
+        self.message = message
+        self.hint = hint
+        self.where = where
+        text = f"{where}: {message}" if where else message
+        super().__init__(text)
+
+    def one_line(self) -> str:
+        text = str(self)
+        if self.hint:
+            text += f" ({self.hint})"
+        return " ".join(text.split())
+
+
+class InputError(UserError):
+    """An input (array, file, output tree) cannot be compared as given."""
+
+
+class SpecError(UserError):
+    """A spec file is malformed: names the file, the key and what was expected."""
+
+
+class DriftError(UserError):
+    """A pinned artifact or the environment changed (exit 3): re-record deliberately."""
+
+    exit_code = 3
+
+
+class InternalError(ParitygateError):
+    """A bug in paritygate: reported with its traceback."""
+
+    exit_code = 70
