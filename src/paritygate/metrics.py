@@ -1,0 +1,210 @@
+"""Metric bookkeeping shared by every backend.
+
+A backend's kernel (numpy/numba on the host, torch / MLX / JAX on their devices) produces one
+:class:`RawStats` per output in a single pass; :func:`finish` turns it into an
+:class:`~paritygate.results.OutputComparison` with the verdict and every violated bound, so the
+verdict logic exists once. Dtype promotion rules are defined here on dtype *names* so that
+backends share them without importing each other's frameworks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .results import Element, Failure, NonFinite, OutputComparison, Tolerance
+
+__all__ = ["RawStats", "finish", "promote", "FLOAT_BITS", "dtype_kind"]
+
+# Floating dtypes by precision (mantissa bits), for promotion and ULP measurement.
+FLOAT_BITS = {
+    "float8_e4m3fn": 3,
+    "float8_e5m2": 2,
+    "bfloat16": 7,
+    "float16": 10,
+    "float32": 23,
+    "float64": 52,
+}
+_INT_NAMES = {f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)}
+
+
+def dtype_kind(name: str) -> str:
+    """'bool', 'int', 'float', 'complex' or 'other' for a numpy-style dtype name."""
+    if name in ("bool", "bool_"):
+        return "bool"
+    if name in _INT_NAMES:
+        return "int"
+    if name in FLOAT_BITS:
+        return "float"
+    if name.startswith("complex"):
+        return "complex"
+    return "other"
+
+
+def promote(actual: str, expected: str, *, path: str = "") -> tuple[str, str | None, str | None]:
+    """Common dtype for two dtype names: (compared_as, promotion note, ulp dtype).
+
+    Floats promote to the more precise float (a float16 port against a float32 reference is
+    compared in float32, and ULPs are counted in float16, the coarser grid). Integers against
+    floats compare in float64. Bool against bool is exact. Complex against real, and any
+    non-numeric dtype, are input errors.
+    """
+    ka, ke = dtype_kind(actual), dtype_kind(expected)
+    where = path or "output"
+    if "other" in (ka, ke):
+        bad = actual if ka == "other" else expected
+        raise InputError(f"dtype {bad} cannot be compared numerically", where=where)
+    if (ka == "complex") != (ke == "complex"):
+        raise InputError(f"complex ({actual}) against real ({expected}) outputs", where=where)
+    if actual == expected:
+        ulp = actual if ka == "float" else None
+        return actual, None, ulp
+    if ka == "complex":
+        target = "complex128" if "complex128" in (actual, expected) else "complex64"
+    elif ka == "float" and ke == "float":
+        target = actual if FLOAT_BITS[actual] >= FLOAT_BITS[expected] else expected
+    elif ka == "bool" and ke == "bool":
+        target = "bool"
+    elif "float" in (ka, ke):
+        target = "float64"
+    else:  # int/bool mixes: compare as integers without wrap-around
+        target = "int64"
+    ulp = None
+    if ka == "float" and ke == "float":
+        ulp = actual if FLOAT_BITS[actual] <= FLOAT_BITS[expected] else expected
+    sides = [name for name, dt in (("actual", actual), ("expected", expected)) if dt != target]
+    note = ", ".join(f"{dict(actual=actual, expected=expected)[s]} -> {target} ({s})" for s in sides)
+    return target, note or None, ulp
+
+
+@dataclass
+class RawStats:
+    """What one pass over an output pair yields (sums in float64 or compensated arithmetic)."""
+
+    size: int
+    n_finite: int  # positions where both sides are finite
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    max_rel: float = 0.0
+    max_rel_symmetric: float = 0.0
+    dot: float = 0.0
+    norm_actual_sq: float = 0.0
+    norm_expected_sq: float = 0.0
+    ulp_max: int | None = None
+    ulp_nonzero: int | None = None
+    ulp_over: int | None = None
+    mismatches: int = 0
+    max_excess: float = -math.inf  # largest |a-e| - (atol + rtol|e|), inf with non-finite mismatches
+    atol_needed: float = 0.0
+    rtol_needed: float = 0.0
+    nonfinite: NonFinite = field(default_factory=NonFinite)
+    worst: list[Element] = field(default_factory=list)
+
+
+def _cosine(stats: RawStats) -> tuple[float | None, str | None]:
+    if stats.size == 0:
+        return None, "empty output"
+    na, ne = stats.norm_actual_sq, stats.norm_expected_sq
+    if na == 0 and ne == 0:
+        return None, "both sides have zero norm"
+    if na == 0:
+        return None, "actual has zero norm"
+    if ne == 0:
+        return None, "expected has zero norm"
+    value = stats.dot / (math.sqrt(na) * math.sqrt(ne))
+    return max(-1.0, min(1.0, value)), None
+
+
+def finish(
+    stats: RawStats,
+    *,
+    path: str,
+    tolerance: Tolerance,
+    shape: tuple[int, ...],
+    dtype_actual: str,
+    dtype_expected: str,
+    compared_as: str,
+    promotion: str | None,
+    ulp_dtype: str | None,
+    backend: str,
+) -> OutputComparison:
+    """The verdict for one output: every violated bound becomes a Failure."""
+    tol = tolerance
+    cosine, cosine_undefined = _cosine(stats)
+    mean_abs = stats.sum_abs / stats.n_finite if stats.n_finite else 0.0
+    failures: list[Failure] = []
+    nf = stats.nonfinite
+    if stats.mismatches:
+        where = ""
+        if stats.worst:
+            where = "index " + ",".join(str(i) for i in stats.worst[0].index)
+        failures.append(
+            Failure(
+                metric="elements",
+                bound=f"atol={tol.atol:g} rtol={tol.rtol:g}",
+                observed=f"{stats.mismatches} of {stats.size} outside",
+                excess=stats.max_excess,
+                where=where,
+                detail=f"atol {stats.atol_needed:.6g} at rtol={tol.rtol:g} would have passed"
+                if math.isfinite(stats.atol_needed)
+                else "non-finite mismatch: no tolerance passes",
+            )
+        )
+    if nf.nan_one_side:
+        failures.append(Failure("nan", 0, nf.nan_one_side, detail="NaN on one side only"))
+    if nf.nan_both and not tol.equal_nan:
+        failures.append(Failure("nan", 0, nf.nan_both, detail="NaN on both sides (equal_nan=False)"))
+    if nf.inf_mismatch:
+        failures.append(Failure("inf", 0, nf.inf_mismatch, detail="infinity not matched"))
+    if tol.min_cosine is not None:
+        if cosine is None:
+            # Empty outputs are equal by definition; a zero-norm side makes the cosine undefined.
+            if stats.size:
+                failures.append(
+                    Failure("cosine", tol.min_cosine, None, detail=f"undefined: {cosine_undefined}")
+                )
+        elif cosine < tol.min_cosine:
+            failures.append(Failure("cosine", tol.min_cosine, cosine, excess=tol.min_cosine - cosine))
+    if tol.max_ulp is not None and stats.ulp_max is not None and stats.ulp_max > tol.max_ulp:
+        failures.append(
+            Failure(
+                "ulp",
+                tol.max_ulp,
+                stats.ulp_max,
+                excess=float(stats.ulp_max - tol.max_ulp),
+                detail=f"{stats.ulp_over} elements beyond {tol.max_ulp} ULP ({ulp_dtype})",
+            )
+        )
+    if tol.max_mean_abs is not None and mean_abs > tol.max_mean_abs:
+        failures.append(
+            Failure("mean_abs", tol.max_mean_abs, mean_abs, excess=mean_abs - tol.max_mean_abs)
+        )
+    return OutputComparison(
+        path=path,
+        passed=not failures,
+        shape=tuple(int(s) for s in shape),
+        dtype_actual=dtype_actual,
+        dtype_expected=dtype_expected,
+        compared_as=compared_as,
+        promotion=promotion,
+        size=stats.size,
+        tolerance=tol,
+        max_abs=stats.max_abs,
+        mean_abs=mean_abs,
+        max_rel=stats.max_rel,
+        max_rel_symmetric=stats.max_rel_symmetric,
+        cosine=cosine,
+        cosine_undefined=cosine_undefined,
+        ulp_max=stats.ulp_max,
+        ulp_dtype=ulp_dtype,
+        ulp_nonzero=stats.ulp_nonzero,
+        ulp_over=stats.ulp_over,
+        mismatches=stats.mismatches,
+        worst=list(stats.worst[: tol.worst_k]),
+        atol_needed=stats.atol_needed,
+        rtol_needed=stats.rtol_needed,
+        nonfinite=nf,
+        failures=failures,
+        backend=backend,
+    )
