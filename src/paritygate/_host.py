@@ -1,0 +1,129 @@
+"""Leaves of an output tree on the host: synchronizing lazy frameworks and copying to numpy.
+
+The paired oracle and calibration need every leaf evaluated (MLX and JAX build graphs lazily,
+torch queues CUDA work) and, for byte equality, the exact bytes on the host. Framework arrays go
+through their backend module when one is registered; the fallbacks below cover the frameworks
+whose backend module is not available, and keep bfloat16 exact by reinterpreting its bits
+instead of converting values.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["flatten", "synchronize_tree", "to_numpy"]
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Named leaves of an output tree (``a/b/0``); a bare leaf is named ``output``."""
+    try:
+        from .outputs import flatten_outputs
+    except ImportError:
+        flatten_outputs = None
+    if flatten_outputs is not None:
+        return dict(flatten_outputs(tree))
+    leaves: dict[str, Any] = {}
+    _flatten_into(tree, prefix, leaves)
+    return leaves
+
+
+def _flatten_into(tree: Any, prefix: str, leaves: dict[str, Any]) -> None:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            _flatten_into(value, f"{prefix}/{key}" if prefix else str(key), leaves)
+    elif isinstance(tree, (list, tuple)):
+        for i, value in enumerate(tree):
+            _flatten_into(value, f"{prefix}/{i}" if prefix else str(i), leaves)
+    else:
+        leaves[prefix or "output"] = tree
+
+
+def _backend(obj: Any) -> Any | None:
+    try:
+        from .backends import get_backend
+
+        return get_backend(obj)
+    except ImportError:  # a framework is imported but its backend module is not available
+        return None
+
+
+def synchronize_tree(leaves: dict[str, Any]) -> None:
+    """Force every pending computation of the leaves (one ``mx.eval`` call for all MLX leaves)."""
+    mlx_leaves = [v for v in leaves.values() if _module_of(v) == "mlx"]
+    if mlx_leaves:
+        import mlx.core as mx
+
+        mx.eval(*mlx_leaves)
+    for value in leaves.values():
+        framework = _module_of(value)
+        if framework in (None, "mlx", "numpy"):
+            continue
+        backend = _backend(value)
+        if backend is not None:
+            backend.synchronize(value)
+        elif framework == "jax":
+            value.block_until_ready()
+        elif framework == "torch" and getattr(value, "is_cuda", False):
+            import torch
+
+            torch.cuda.synchronize(value.device)
+
+
+def _module_of(value: Any) -> str | None:
+    module = type(value).__module__.split(".")[0]
+    if module in ("mlx", "torch", "jax", "jaxlib", "numpy"):
+        return "jax" if module == "jaxlib" else module
+    return None
+
+
+def to_numpy(value: Any, *, path: str = "output") -> np.ndarray | None:
+    """A host copy of one leaf with its dtype kept (bfloat16 via ml_dtypes); None for non-arrays.
+
+    Python numbers and bools become 0-d arrays; strings, bytes and None return None (they are
+    compared by equality).
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, (bool, int, float, complex)):
+        return np.asarray(value)
+    if value is None or isinstance(value, (str, bytes)):
+        return None
+    framework = _module_of(value)
+    if framework == "mlx":
+        return _mlx_to_numpy(value)
+    if framework == "torch":
+        return _torch_to_numpy(value)
+    backend = _backend(value)
+    if backend is not None:
+        return np.asarray(backend.to_numpy(value))
+    if framework == "jax" or hasattr(value, "__array__"):
+        return np.asarray(value)
+    raise InputError(f"cannot read a {type(value).__name__} as an array", where=path)
+
+
+def _mlx_to_numpy(value: Any) -> np.ndarray:
+    mx = sys.modules["mlx.core"]
+    if value.dtype == mx.bfloat16:
+        import ml_dtypes
+
+        return np.array(value.view(mx.uint16)).view(ml_dtypes.bfloat16)
+    return np.array(value)
+
+
+def _torch_to_numpy(value: Any) -> np.ndarray:
+    torch = sys.modules["torch"]
+    tensor = value.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.resolve_conj().resolve_neg().numpy()

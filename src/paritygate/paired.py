@@ -1,0 +1,453 @@
+"""The paired oracle: baseline and candidate back to back in one process.
+
+Within one process, two runs of the same numerical path agree byte for byte on every framework
+paritygate supports, so byte equality is a trustworthy no-op oracle here where a stored golden
+file is not (the file also records the script that produced it). One *order* is three runs:
+
+* ``forward``: baseline -> candidate -> baseline again. Check (a): the candidate equals the first
+  baseline. Check (b): the second baseline equals the first, which catches state the candidate
+  leaked (a callback left registered, a proxy or marker left installed, a patched method).
+* ``reversed``: candidate -> baseline -> candidate again. Check (a): the first candidate equals
+  the baseline, which catches a candidate that only matches after the baseline warmed the
+  process up. Check (b): the second candidate equals the first.
+
+Without a tolerance (a no-op configuration) every check is byte equality: same dtype, same shape,
+the same bytes (NaN payloads and signed zeros included). With a tolerance, check (a) uses that
+metric through :func:`paritygate.compare.compare`, while check (b) stays byte equality: it
+compares two runs of one unchanged path. Lazy results are evaluated inside each run (``mx.eval``,
+``block_until_ready``, CUDA synchronization) so a run's wall time is its real compute time; the
+host copies and comparisons are timed apart and reported as the oracle's overhead.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ._host import flatten, synchronize_tree, to_numpy
+from .errors import InputError
+from .results import Tolerance, to_jsonable
+
+__all__ = [
+    "paired",
+    "PairedResult",
+    "PairedCheck",
+    "OutputDifference",
+    "RunRecord",
+    "ORDERS",
+    "byte_differences",
+]
+
+# order -> the three runs as (side, role); checks name runs by role.
+ORDERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "forward": (
+        ("baseline", "baseline-before"),
+        ("candidate", "candidate"),
+        ("baseline", "baseline-after"),
+    ),
+    "reversed": (
+        ("candidate", "candidate-before"),
+        ("baseline", "baseline"),
+        ("candidate", "candidate-after"),
+    ),
+}
+# order -> check -> (actual role, expected role)
+_CHECKS: dict[str, dict[str, tuple[str, str]]] = {
+    "forward": {"a": ("candidate", "baseline-before"), "b": ("baseline-after", "baseline-before")},
+    "reversed": {"a": ("candidate-before", "baseline"), "b": ("candidate-after", "candidate-before")},
+}
+
+
+@dataclass
+class RunRecord:
+    """One run: which order and position, which side, and its wall time (lazy work included)."""
+
+    order: str
+    position: int
+    side: str  # "baseline" | "candidate"
+    role: str  # e.g. "baseline-after"
+    wall_s: float
+
+
+@dataclass
+class OutputDifference:
+    """How one output differs between two runs.
+
+    ``reason`` is ``"bytes"`` (same dtype and shape, different bytes), ``"dtype"``, ``"shape"``,
+    ``"value"`` (non-array leaves), ``"missing"`` / ``"extra"`` (the output exists in one run
+    only) or ``"tolerance"`` (the claim's metric failed). ``max_abs`` is taken over positions
+    finite on both sides (infinite when a non-finite value is matched by something else).
+    """
+
+    path: str
+    reason: str
+    detail: str = ""
+    size: int | None = None
+    n_differ: int | None = None
+    max_abs: float | None = None
+    first_index: tuple[int, ...] | None = None
+    actual_at_first: Any = None
+    expected_at_first: Any = None
+
+    def describe(self) -> str:
+        if self.reason in ("bytes", "tolerance") and self.first_index is not None:
+            text = f"max_abs {self.max_abs:.6g}" if self.max_abs is not None else ""
+            index = ",".join(str(i) for i in self.first_index)
+            which = "first difference" if self.reason == "bytes" else "worst element"
+            text += f", {which} at index ({index}): {self.actual_at_first!r} vs "
+            text += f"{self.expected_at_first!r}"
+            if self.n_differ is not None and self.size is not None:
+                text += f" ({self.n_differ} of {self.size} elements differ)"
+            if self.detail:
+                text += f"; {self.detail}"
+            return text.lstrip(", ")
+        return self.detail or self.reason
+
+
+@dataclass
+class PairedCheck:
+    """One check of one order: two runs compared output by output."""
+
+    order: str
+    check: str  # "a" | "b"
+    actual_run: str
+    expected_run: str
+    exact: bool  # byte equality (True) or the claim's metric (False)
+    passed: bool
+    differences: list[OutputDifference] = field(default_factory=list)
+    compare_s: float = 0.0
+
+    @property
+    def title(self) -> str:
+        return f"({self.check}) {self.actual_run} vs {self.expected_run}"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def messages(self) -> list[str]:
+        how = "byte equality" if self.exact else "the claim's metric"
+        return [
+            f"{self.order} order, check {self.title} ({how}): output '{d.path}' differs: "
+            f"{d.describe()}"
+            for d in self.differences
+        ]
+
+
+@dataclass
+class PairedResult:
+    """Every run and check of a paired comparison; truthy when both checks hold in every order."""
+
+    label: str
+    exact: bool
+    tolerance: Tolerance | None
+    orders: list[str]
+    runs: list[RunRecord]
+    checks: list[PairedCheck]
+    run_counts: dict[str, int]
+    compare_s: float  # host copies and comparisons, all orders together
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def run_s_median(self) -> float:
+        return statistics.median(r.wall_s for r in self.runs) if self.runs else 0.0
+
+    @property
+    def overhead(self) -> float:
+        """Comparison time per order as a fraction of one run (median wall time)."""
+        per_order = self.compare_s / max(len(self.orders), 1)
+        median = self.run_s_median
+        return per_order / median if median > 0 else math.inf
+
+    def failing(self) -> list[PairedCheck]:
+        return [c for c in self.checks if not c.passed]
+
+    def messages(self) -> list[str]:
+        """One line per differing output of every failed check."""
+        prefix = f"{self.label}: " if self.label else ""
+        return [prefix + m for c in self.checks for m in c.messages()]
+
+    def summary(self) -> str:
+        head = "paired " + ("byte equality" if self.exact else "tolerance") + " oracle"
+        if self.label:
+            head += f" [{self.label}]"
+        counts = ", ".join(f"{side} ran {n}x" for side, n in self.run_counts.items())
+        verdict = "holds" if self.passed else "FAILS"
+        lines = [
+            f"{head} {verdict} over orders {', '.join(self.orders)} ({counts}; "
+            f"median run {self.run_s_median * 1e3:.3g} ms, comparison overhead "
+            f"{self.overhead:.2%} of one run per order)"
+        ]
+        lines += ["  " + m for m in self.messages()]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = to_jsonable(self)
+        data["passed"] = self.passed
+        data["overhead"] = to_jsonable(self.overhead)
+        data["run_s_median"] = self.run_s_median
+        data["messages"] = self.messages()
+        return data
+
+
+def paired(
+    baseline: Callable[[], Any],
+    candidate: Callable[[], Any],
+    *,
+    reset: Callable[[], None] | None = None,
+    tolerance: Tolerance | Mapping[str, Any] | None = None,
+    orders: Sequence[str] = ("forward", "reversed"),
+    label: str = "",
+) -> PairedResult:
+    """Run baseline and candidate back to back in this process and check both orders.
+
+    ``baseline`` and ``candidate`` take no arguments and return an output tree (an array, or
+    nested dicts / lists / tuples of arrays and numbers). The candidate callable installs what
+    it tests, runs and uninstalls it; check (b) is what tells whether uninstalling restored the
+    process. ``reset`` is called before every run, for state that legitimately carries over
+    between runs (a random seed, a KV cache); it must not undo the candidate's leftovers, or
+    check (b) can no longer see them. ``tolerance`` is None for byte equality (a no-op
+    configuration), or a :class:`~paritygate.results.Tolerance` (or its keyword arguments) for
+    check (a) of a changed numerical path.
+
+    Each order runs its three callables exactly once; exceptions from them propagate with a note
+    naming the order and the run.
+    """
+    tol = _tolerance(tolerance)
+    orders = list(orders)
+    if not orders:
+        raise InputError("paired needs at least one order", hint="use 'forward' and/or 'reversed'")
+    for order in orders:
+        if order not in ORDERS:
+            raise InputError(f"unknown order {order!r}", hint="use 'forward' and/or 'reversed'")
+    if not callable(baseline) or not callable(candidate):
+        raise InputError("baseline and candidate must be callables taking no arguments")
+
+    runs: list[RunRecord] = []
+    checks: list[PairedCheck] = []
+    counts = {"baseline": 0, "candidate": 0}
+    compare_s = 0.0
+    sides = {"baseline": baseline, "candidate": candidate}
+    for order in orders:
+        host: dict[str, dict[str, Any]] = {}
+        for position, (side, role) in enumerate(ORDERS[order]):
+            if reset is not None:
+                reset()
+            start = time.perf_counter()
+            try:
+                tree = sides[side]()
+                leaves = flatten(tree)
+                synchronize_tree(leaves)
+            except Exception as exc:
+                exc.add_note(f"paritygate.paired: raised by the {role} run of the {order} order")
+                raise
+            wall = time.perf_counter() - start
+            counts[side] += 1
+            runs.append(RunRecord(order, position, side, role, wall))
+            start = time.perf_counter()
+            host[role] = {path: _host_leaf(value, path) for path, value in leaves.items()}
+            compare_s += time.perf_counter() - start
+        for check, (actual_role, expected_role) in _CHECKS[order].items():
+            start = time.perf_counter()
+            exact = tol is None or check == "b"
+            if exact:
+                differences = byte_differences(host[actual_role], host[expected_role])
+            else:
+                differences = _tolerance_differences(host[actual_role], host[expected_role], tol)
+            elapsed = time.perf_counter() - start
+            compare_s += elapsed
+            checks.append(
+                PairedCheck(
+                    order=order,
+                    check=check,
+                    actual_run=actual_role,
+                    expected_run=expected_role,
+                    exact=exact,
+                    passed=not differences,
+                    differences=differences,
+                    compare_s=elapsed,
+                )
+            )
+    return PairedResult(
+        label=label,
+        exact=tol is None,
+        tolerance=tol,
+        orders=orders,
+        runs=runs,
+        checks=checks,
+        run_counts=counts,
+        compare_s=compare_s,
+    )
+
+
+def _tolerance(value: Tolerance | Mapping[str, Any] | None) -> Tolerance | None:
+    if value is None or isinstance(value, Tolerance):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Tolerance(**value)
+        except TypeError as exc:
+            raise InputError(f"bad tolerance {dict(value)!r}: {exc}") from None
+    raise InputError(f"tolerance must be None, a Tolerance or a mapping, got {type(value).__name__}")
+
+
+def _host_leaf(value: Any, path: str) -> Any:
+    array = to_numpy(value, path=path)
+    return value if array is None else array
+
+
+# --------------------------------------------------------------------------------------------
+# Byte equality
+
+
+_UINT_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def byte_differences(actual: Mapping[str, Any], expected: Mapping[str, Any]) -> list[OutputDifference]:
+    """Every output whose dtype, shape or bytes differ between two flat trees of host leaves."""
+    differences: list[OutputDifference] = []
+    for path in expected:
+        if path not in actual:
+            differences.append(OutputDifference(path, "missing", "absent from the actual run"))
+    for path in actual:
+        if path not in expected:
+            differences.append(OutputDifference(path, "extra", "absent from the expected run"))
+            continue
+        difference = _byte_difference(path, actual[path], expected[path])
+        if difference is not None:
+            differences.append(difference)
+    return differences
+
+
+def _byte_difference(path: str, a: Any, e: Any) -> OutputDifference | None:
+    a_arr, e_arr = isinstance(a, np.ndarray), isinstance(e, np.ndarray)
+    if not (a_arr and e_arr):
+        if a_arr != e_arr or type(a) is not type(e) or a != e:
+            return OutputDifference(path, "value", f"{a!r} vs {e!r}")
+        return None
+    if a.dtype != e.dtype:
+        return OutputDifference(path, "dtype", f"dtype {a.dtype} vs {e.dtype}")
+    if a.shape != e.shape:
+        return OutputDifference(path, "shape", f"shape {a.shape} vs {e.shape}")
+    if a.dtype.hasobject:
+        raise InputError("object arrays cannot be compared byte for byte", where=path)
+    mask = _differing_elements(a, e)
+    n_differ = int(np.count_nonzero(mask))
+    if n_differ == 0:
+        return None
+    flat_first = int(np.argmax(mask.reshape(-1)))
+    first = tuple(int(i) for i in np.unravel_index(flat_first, a.shape)) if a.ndim else ()
+    a_first, e_first = a.reshape(-1)[flat_first], e.reshape(-1)[flat_first]
+    max_abs, detail = _numeric_gap(a, e, mask)
+    return OutputDifference(
+        path,
+        "bytes",
+        detail,
+        size=int(a.size),
+        n_differ=n_differ,
+        max_abs=max_abs,
+        first_index=first,
+        actual_at_first=_scalar(a_first),
+        expected_at_first=_scalar(e_first),
+    )
+
+
+def _differing_elements(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Element mask of differing bytes, without copying contiguous arrays."""
+    a = np.ascontiguousarray(a)
+    e = np.ascontiguousarray(e)
+    size = a.dtype.itemsize
+    if size == 0 or a.size == 0:
+        return np.zeros(a.shape, dtype=bool)
+    if size in _UINT_BY_SIZE:
+        uint = _UINT_BY_SIZE[size]
+        return (a.view(uint) != e.view(uint)).reshape(a.shape)
+    a_bytes = a.reshape(-1).view(np.uint8).reshape(a.size, size)
+    e_bytes = e.reshape(-1).view(np.uint8).reshape(e.size, size)
+    return (a_bytes != e_bytes).any(axis=1).reshape(a.shape)
+
+
+def _numeric_gap(a: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[float | None, str]:
+    """max |a - e| over the differing elements, and a note on NaN payloads and signed zeros."""
+    if a.dtype.kind not in "biufc" and not _is_ml_float(a.dtype):
+        return None, ""
+    av, ev = a[mask], e[mask]
+    if a.dtype.kind == "c":
+        av, ev = av.astype(np.complex128), ev.astype(np.complex128)
+        nan_a, nan_e = np.isnan(av), np.isnan(ev)
+    else:
+        av, ev = av.astype(np.float64), ev.astype(np.float64)
+        nan_a, nan_e = np.isnan(av), np.isnan(ev)
+    notes = []
+    payload = nan_a & nan_e
+    if payload.any():
+        notes.append(f"{int(payload.sum())} NaN with different payloads")
+    rest = ~payload
+    with np.errstate(invalid="ignore", over="ignore"):
+        gaps = np.abs(av[rest] - ev[rest])
+    gaps = np.where(np.isnan(gaps), np.inf, gaps)
+    max_abs = float(gaps.max()) if gaps.size else 0.0
+    zeros = int(np.count_nonzero((gaps == 0)))
+    if zeros and (a.dtype.kind in "fc" or _is_ml_float(a.dtype)):
+        notes.append(f"{zeros} signed zeros differ")
+    return max_abs, "; ".join(notes)
+
+
+def _is_ml_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "V" and dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        if value.dtype.kind in "biuf" or _is_ml_float(value.dtype):
+            if value.dtype.kind == "b":
+                return bool(value)
+            if value.dtype.kind in "iu":
+                return int(value)
+            return float(value)
+        return str(value)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# A claim's metric
+
+
+def _tolerance_differences(
+    actual: Mapping[str, Any], expected: Mapping[str, Any], tolerance: Tolerance
+) -> list[OutputDifference]:
+    from .compare import compare
+
+    comparison = compare(dict(actual), dict(expected), tolerance=tolerance)
+    differences = [
+        OutputDifference(path, "missing", "absent from the actual run") for path in comparison.missing
+    ]
+    differences += [
+        OutputDifference(path, "extra", "absent from the expected run") for path in comparison.extra
+    ]
+    for output in comparison.failing():
+        worst = output.worst[0] if output.worst else None
+        differences.append(
+            OutputDifference(
+                output.path,
+                "tolerance",
+                "; ".join(f.describe() for f in output.failures),
+                size=output.size,
+                n_differ=output.mismatches,
+                max_abs=output.max_abs,
+                first_index=tuple(worst.index) if worst else None,
+                actual_at_first=worst.actual if worst else None,
+                expected_at_first=worst.expected if worst else None,
+            )
+        )
+    return differences

@@ -1,0 +1,66 @@
+"""Activity bands: a cache that does nothing fails, one inside its band passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from paritygate.approximation import ActivityBand, check_activity
+from paritygate.errors import InputError, SpecError
+
+BAND = ActivityBand("skipped_steps", 5, 7)
+
+
+@pytest.mark.parametrize("skipped", [5, 6, 7])
+def test_counter_inside_the_band_passes(skipped):
+    assert check_activity({"skipped_steps": skipped, "steps": 25}, BAND) is None
+
+
+def test_a_cache_that_does_nothing_fails():
+    failure = check_activity({"skipped_steps": 0}, BAND)
+    assert failure is not None
+    assert failure.metric == "activity:skipped_steps"
+    assert (failure.bound, failure.observed, failure.excess) == ("5..7", 0, 5.0)
+    assert "skipped_steps = 0, claim requires 5..7" in failure.describe()
+    assert "did nothing" in failure.detail
+
+
+def test_too_much_activity_fails():
+    failure = check_activity({"skipped_steps": 9}, BAND)
+    assert failure.excess == 2.0 and "more activity than claimed" in failure.detail
+
+
+def test_an_unreported_counter_fails():
+    failure = check_activity({"steps": 25}, BAND)
+    assert failure.observed is None
+    assert "'skipped_steps' was not reported (reported: steps)" in failure.detail
+
+
+def test_a_non_numeric_counter_fails():
+    assert "is not a number" in check_activity({"skipped_steps": "5"}, BAND).detail
+
+
+def test_spec_form_round_trips():
+    band = ActivityBand.from_mapping({"counter": "skipped_steps", "min": 5, "max": 7})
+    assert band == BAND and band.to_mapping() == {"counter": "skipped_steps", "min": 5, "max": 7}
+    assert ActivityBand("hit_rate", 0.2, 0.4).text == "0.2..0.4"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"counter": "s", "min": 5, "max": 7, "mx": 1}, "unknown key(s) mx"),
+        ({"counter": "s", "min": 5}, "missing key(s) max"),
+        ({"counter": "s", "min": 8, "max": 7}, "empty: min 8 > max 7"),
+        ({"counter": "s", "min": "5", "max": 7}, "min for 's' must be a number"),
+        ([5, 7], "expected a table"),
+    ],
+)
+def test_bad_spec_forms_name_the_claim(data, message):
+    with pytest.raises(SpecError, match="claims.fast.activity") as info:
+        ActivityBand.from_mapping(data, where="claims.fast.activity")
+    assert message in str(info.value)
+
+
+def test_constructor_validates():
+    with pytest.raises(InputError):
+        ActivityBand("", 0, 1)
