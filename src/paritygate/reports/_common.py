@@ -1,0 +1,224 @@
+"""Helpers shared by the report renderers: number formatting and views of a result dict.
+
+Renderers work on the JSON form of a :class:`~paritygate.results.GateResult` (``to_dict()``), so
+an earlier run re-renders from its file alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+FORMAT = "paritygate-gate-result"
+FORMAT_VERSION = 1
+
+
+def fmt(value: Any) -> str:
+    """A number as a short human string; other values as text; None as an empty string."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def as_float(value: Any) -> float | None:
+    """A plottable float, or None (strings such as "nan" included)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return None
+
+
+def verdict_word(result: dict[str, Any]) -> str:
+    code = exit_code(result)
+    if code == 0:
+        return "PASS"
+    if code == 3:
+        return "DRIFT"
+    return "FAIL"
+
+
+def exit_code(result: dict[str, Any]) -> int:
+    code = result.get("exit_code")
+    if isinstance(code, int):
+        return code
+    if result.get("drift"):
+        return 3
+    return 0 if passed(result) else 1
+
+
+def passed(result: dict[str, Any]) -> bool:
+    if "passed" in result:
+        return bool(result["passed"])
+    verdicts = result.get("verdicts") or []
+    return (
+        bool(verdicts)
+        and not result.get("drift")
+        and not result.get("errors")
+        and all(v.get("passed") for v in verdicts)
+    )
+
+
+def verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(result.get("verdicts") or [])
+
+
+def case_label(verdict: dict[str, Any]) -> str:
+    case = verdict.get("case")
+    return "(dataset)" if case is None else str(case)
+
+
+def summary_counts(result: dict[str, Any]) -> dict[str, int]:
+    items = verdicts(result)
+    return {
+        "verdicts": len(items),
+        "passed": sum(1 for v in items if v.get("passed")),
+        "failed": sum(1 for v in items if not v.get("passed")),
+        "not_evaluated": len(result.get("not_evaluated") or []),
+        "drift": len(result.get("drift") or []),
+        "errors": len(result.get("errors") or []),
+    }
+
+
+def claim_groups(result: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Verdicts grouped by (claim id, candidate), in the order they first appear."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for verdict in verdicts(result):
+        key = (str(verdict.get("claim_id", "")), str(verdict.get("candidate", "")))
+        groups.setdefault(key, []).append(verdict)
+    return groups
+
+
+def failure_text(failure: dict[str, Any]) -> str:
+    """One failure in words: metric, where, observed, bound and by how much it was exceeded."""
+    parts = [str(failure.get("metric", ""))]
+    if failure.get("where"):
+        parts.append(f"at {failure['where']}")
+    if failure.get("observed") is not None:
+        parts.append(f"observed {fmt(failure['observed'])}")
+    if failure.get("bound") is not None:
+        parts.append(f"bound {fmt(failure['bound'])}")
+    if failure.get("excess") is not None:
+        parts.append(f"exceeded by {fmt(failure['excess'])}")
+    text = " ".join(p for p in parts if p)
+    if failure.get("detail"):
+        text += f" ({failure['detail']})"
+    return text
+
+
+def verdict_message(verdict: dict[str, Any]) -> str:
+    """The reason a verdict failed, in one paragraph: every failure, not just the first."""
+    failures = verdict.get("failures") or []
+    if failures:
+        return "; ".join(failure_text(f) for f in failures)
+    unit = f" {verdict['unit']}" if verdict.get("unit") else ""
+    text = f"{verdict.get('metric', '')} observed {fmt(verdict.get('observed'))}{unit}"
+    text += f", bound {fmt(verdict.get('bound'))}{unit}"
+    if verdict.get("excess") is not None:
+        text += f", exceeded by {fmt(verdict.get('excess'))}"
+    return text
+
+
+def edge_deltas(evidence: Any) -> dict[str, float]:
+    """Per-edge deltas held in a verdict's evidence, as {"label.edge": delta}.
+
+    Recognized shapes (any key containing "edge"): a mapping of edge name to a number, a mapping
+    of label to a mapping of edge name to a number, or a list of records with a name ("where",
+    "edge" or "label") and a number ("delta", "abs_diff" or "observed").
+    """
+    found: dict[str, float] = {}
+    if not isinstance(evidence, dict):
+        return found
+    for key, value in evidence.items():
+        if "edge" not in str(key).lower():
+            continue
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if isinstance(item, dict):
+                    for edge, number in item.items():
+                        if as_float(number) is not None:
+                            found[f"{name}.{edge}"] = as_float(number)  # type: ignore[assignment]
+                elif as_float(item) is not None:
+                    found[str(name)] = as_float(item)  # type: ignore[assignment]
+        elif isinstance(value, list):
+            for record in value:
+                if not isinstance(record, dict):
+                    continue
+                name = _record_name(record)
+                number = next(
+                    (as_float(record[k]) for k in ("delta", "abs_diff", "observed") if k in record),
+                    None,
+                )
+                if name and number is not None:
+                    found[name] = number
+    return found
+
+
+def _record_name(record: dict[str, Any]) -> str:
+    parts = [str(record[k]) for k in ("label", "box", "edge") if record.get(k) not in (None, "")]
+    if parts:
+        return ".".join(parts)
+    return str(record.get("where", ""))
+
+
+def distributions(result: dict[str, Any]) -> list[tuple[str, dict[str, list[float]]]]:
+    """Calibration distributions present in the data: [(title, {series name: samples})].
+
+    Looked up in every verdict's evidence and in the result's top level under the key
+    "calibration" (or "distribution"): either a list of samples or a mapping of series name
+    (e.g. "noise", mutation names) to a list of samples.
+    """
+    found: list[tuple[str, dict[str, list[float]]]] = []
+
+    def collect(title: str, holder: Any) -> None:
+        if not isinstance(holder, dict):
+            return
+        for key in ("calibration", "distribution", "distributions"):
+            value = holder.get(key)
+            series = _series(value)
+            if series:
+                found.append((title, series))
+
+    collect("run", result)
+    for verdict in verdicts(result):
+        title = f"{verdict.get('claim_id')} / {verdict.get('candidate')} / {case_label(verdict)}"
+        collect(title, verdict.get("evidence"))
+    return found
+
+
+def _series(value: Any) -> dict[str, list[float]]:
+    if isinstance(value, list):
+        samples = _samples(value)
+        return {"samples": samples} if samples else {}
+    if isinstance(value, dict):
+        out: dict[str, list[float]] = {}
+        for name, item in value.items():
+            if isinstance(item, list):
+                samples = _samples(item)
+                if samples:
+                    out[str(name)] = samples
+            elif isinstance(item, dict):
+                for sub, inner in item.items():
+                    if isinstance(inner, list):
+                        samples = _samples(inner)
+                        if samples:
+                            out[f"{name}.{sub}"] = samples
+        return out
+    return {}
+
+
+def _samples(values: Iterable[Any]) -> list[float]:
+    numbers = [as_float(v) for v in values]
+    clean = [n for n in numbers if n is not None]
+    return clean if len(clean) >= 2 else []

@@ -1,0 +1,52 @@
+"""The final verdict table for the terminal (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import case_label, fmt, summary_counts, verdict_word, verdicts
+
+__all__ = ["verdict_table", "verdict_line"]
+
+
+def verdict_line(result: dict[str, Any]) -> str:
+    counts = summary_counts(result)
+    return (
+        f"paritygate: {verdict_word(result)} — {counts['passed']}/{counts['verdicts']} claim "
+        f"verdicts hold, {counts['failed']} violated, {counts['not_evaluated']} not evaluated, "
+        f"{counts['drift']} drift, {counts['errors']} errors"
+    )
+
+
+def verdict_table(result: dict[str, Any]) -> Any:
+    """A :class:`rich.table.Table` of every claim x case verdict."""
+    from rich.table import Table
+
+    table = Table(title=verdict_line(result), title_justify="left")
+    table.add_column("")
+    # Claim ids stay whole (they are what a reader searches for); other columns fold.
+    longest = max((len(str(v.get("claim_id", ""))) for v in verdicts(result)), default=5)
+    table.add_column("claim", no_wrap=True, min_width=min(longest, 60))
+    for name in ("case", "candidate", "metric"):
+        table.add_column(name, overflow="fold")
+    for name in ("observed", "bound", "excess"):
+        table.add_column(name, justify="right")
+    for v in verdicts(result):
+        unit = f" {v['unit']}" if v.get("unit") else ""
+        table.add_row(
+            "[green]pass[/]" if v.get("passed") else "[bold red]FAIL[/]",
+            str(v.get("claim_id", "")),
+            case_label(v),
+            str(v.get("candidate", "")),
+            str(v.get("metric", "")),
+            fmt(v.get("observed")) + unit,
+            fmt(v.get("bound")) + unit,
+            fmt(v.get("excess")),
+        )
+    not_evaluated = result.get("not_evaluated") or []
+    if not_evaluated:
+        table.caption = "not evaluated: " + "; ".join(
+            f"{item.get('claim_id')} ({item.get('reason', '')})" for item in not_evaluated
+        )
+        table.caption_justify = "left"
+    return table
