@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from .errors import DriftError, InputError, InternalError, ParitygateError, SpecError, UserError
 from .results import Comparison, Element, Failure, NonFinite, OutputComparison, Tolerance
+from .compare import compare, compare_output
+from .outputs import flatten_outputs
+from .testing import assert_parity
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "assert_parity",
+    "compare",
+    "compare_output",
+    "flatten_outputs",
     "Comparison",
     "DriftError",
     "Element",

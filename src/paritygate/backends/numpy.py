@@ -1,0 +1,564 @@
+"""The host kernel: comparison metrics of two numpy arrays in one pass with bounded memory.
+
+The arrays are walked in blocks of :data:`BLOCK` elements (512 KiB per float64 temporary, so the
+working set stays in cache and the extra memory does not grow with the array size). Each block
+yields its partial sums in float64 and its maxima; the worst-k elements are found without holding
+per-element data: every block keeps only its largest excess, and only the k blocks with the
+largest ones are visited a second time.
+
+When numba is importable and the arrays are large enough to repay the compilation, a fused kernel
+(:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass over
+two threads. ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
+
+Definitions (docs/architecture.md): non-finite positions are accounted separately and excluded
+from the numeric metrics; ULPs are counted in the coarser floating dtype of the two; integers are
+compared without wrap-around and bool outputs exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import InputError
+from ..metrics import RawStats, dtype_kind, finish, promote
+from ..results import Element, NonFinite, OutputComparison, Tolerance
+
+__all__ = [
+    "name",
+    "BLOCK",
+    "is_array",
+    "synchronize",
+    "describe",
+    "to_numpy",
+    "dtype_name",
+    "compare_arrays",
+    "host_stats",
+    "kernel_choice",
+]
+
+name = "numpy"
+
+#: Elements per block: 64 Ki elements keep each float64 temporary at 512 KiB (inside L2).
+BLOCK = 1 << 16
+
+#: Below this many elements the numpy path is used even when numba is installed: compiling the
+#: fused kernel costs more than it saves on small outputs.
+NUMBA_MIN_SIZE = 1 << 20
+
+_KERNEL_ENV = "PARITYGATE_KERNEL"
+_INT_VIEW = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def is_array(obj: Any) -> bool:
+    return isinstance(obj, np.ndarray)
+
+
+def synchronize(obj: Any) -> None:
+    return None
+
+
+def dtype_name(dtype: Any) -> str:
+    """The numpy-style name of a dtype (``float32``, ``bfloat16``, ``bool``, ``<U5`` ...)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "O":
+        return "object"
+    if dt.kind in "US":
+        return dt.str.lstrip("<>=|")
+    return dt.name
+
+
+def describe(obj: Any) -> tuple[tuple[int, ...], str, str]:
+    arr = np.asarray(obj)
+    return tuple(int(s) for s in arr.shape), dtype_name(arr.dtype), "cpu"
+
+
+def to_numpy(obj: Any) -> np.ndarray:
+    return np.asarray(obj)
+
+
+# --------------------------------------------------------------------------------------------
+# Preparing a pair: shapes, promotion, views the blocks are read from
+
+
+@dataclass
+class _Pair:
+    a: np.ndarray  # actual, in its own dtype (complex outputs viewed as real/imag pairs)
+    e: np.ndarray
+    shape: tuple[int, ...]
+    dtype_actual: str
+    dtype_expected: str
+    compared_as: str
+    promotion: str | None
+    ulp_dtype: str | None
+    mode: str  # "float", "int", "uint", "bool"
+    exact: bool  # bool outputs ignore atol/rtol: they are compared exactly
+
+
+def _as_array(obj: Any, side: str, path: str) -> np.ndarray:
+    try:
+        arr = np.asarray(obj)
+    except Exception as exc:  # ragged lists, objects without an array form
+        raise InputError(
+            f"{side} cannot be read as an array ({type(obj).__name__}: {exc})", where=path or None
+        ) from None
+    if arr.dtype.kind == "O":
+        raise InputError(
+            f"{side} is an object array of shape {arr.shape}; only numeric, bool and string outputs "
+            "can be compared",
+            where=path or None,
+        )
+    return arr
+
+
+def _prepare(actual: Any, expected: Any, path: str) -> _Pair:
+    a = _as_array(actual, "actual", path)
+    e = _as_array(expected, "expected", path)
+    da, de = dtype_name(a.dtype), dtype_name(e.dtype)
+    where = path or None
+    if a.shape != e.shape:
+        raise InputError(
+            f"shape mismatch: actual {a.shape} {da} vs expected {e.shape} {de}", where=where
+        )
+    ka, ke = dtype_kind(da), dtype_kind(de)
+    if "other" in (ka, ke):
+        raise InputError(
+            f"cannot compare actual {da} with expected {de} numerically (shape {a.shape})",
+            where=where,
+        )
+    compared_as, note, ulp = promote(da, de, path=path)
+    shape = tuple(int(s) for s in a.shape)
+    if compared_as.startswith("complex"):
+        # Complex outputs are compared as (real, imaginary) pairs: a trailing axis of length 2.
+        component = "float64" if compared_as == "complex128" else "float32"
+        a = np.ascontiguousarray(a.astype(compared_as, copy=False))[..., None].view(component)
+        e = np.ascontiguousarray(e.astype(compared_as, copy=False))[..., None].view(component)
+        shape = shape + (2,)
+        ulp = "float32" if "complex64" in (da, de) else "float64"
+        pair_note = f"{compared_as} compared as ({component} real, imaginary) pairs: last index 0=real 1=imag"
+        note = f"{note}; {pair_note}" if note else pair_note
+        compared_as = component
+        mode = "float"
+    elif compared_as == "bool":
+        mode = "bool"
+    elif dtype_kind(compared_as) == "int":
+        unsigned = {da, de} <= {f"uint{b}" for b in (8, 16, 32, 64)}
+        if "uint64" in (da, de) and not unsigned:
+            # uint64 against a signed integer has no exact common integer type.
+            mode = "float"
+            compared_as = "float64"
+            extra = f"{da} vs {de} compared in float64 (no common integer type)"
+            note = f"{note}; {extra}" if note else extra
+        else:
+            mode = "uint" if unsigned else "int"
+    else:
+        mode = "float"
+    return _Pair(
+        a=a,
+        e=e,
+        shape=shape,
+        dtype_actual=da,
+        dtype_expected=de,
+        compared_as=compared_as,
+        promotion=note,
+        ulp_dtype=ulp,
+        mode=mode,
+        exact=mode == "bool",
+    )
+
+
+def _native(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
+
+
+def _flat_range(x: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Elements [start, stop) of x in C order, copying at most that block."""
+    if x.flags.c_contiguous:
+        return _native(x.reshape(-1)[start:stop])
+    index = np.unravel_index(np.arange(start, stop), x.shape)
+    return _native(x[index])
+
+
+def _blocks(pair: _Pair) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    n = pair.a.size
+    for start in range(0, n, BLOCK):
+        stop = min(start + BLOCK, n)
+        yield start, _flat_range(pair.a, start, stop), _flat_range(pair.e, start, stop)
+
+
+# --------------------------------------------------------------------------------------------
+# One block
+
+
+def _as_float64(ac: np.ndarray, ec: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Both sides in float64 and |a - e| in float64, integers without wrap-around."""
+    a64 = ac.astype(np.float64)
+    e64 = ec.astype(np.float64)
+    if mode in ("int", "uint"):
+        wide = np.uint64 if mode == "uint" else np.int64
+        ai = ac.astype(wide, copy=False)
+        ei = ec.astype(wide, copy=False)
+        au, eu = ai.view(np.uint64), ei.view(np.uint64)
+        # Modular uint64 subtraction is exact because |a - e| < 2**64; the larger side first.
+        d = np.where(ai >= ei, au - eu, eu - au).astype(np.float64)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = np.subtract(a64, e64)
+        np.abs(d, out=d)
+    return a64, e64, d
+
+
+def _ordered(x: np.ndarray, ulp_dtype: np.dtype) -> np.ndarray:
+    """Floats mapped to integers in the order of their values (one step = one ULP), as int64."""
+    if x.dtype != ulp_dtype:
+        with np.errstate(over="ignore"):
+            x = x.astype(ulp_dtype)
+    size = ulp_dtype.itemsize
+    bits = x.view(_INT_VIEW[size]).astype(np.int64)
+    low = np.int64(-(1 << (8 * size - 1)))
+    # Negative floats have the sign bit set: reflect them below zero (-0.0 and +0.0 both map to 0).
+    return np.where(bits < 0, low - bits, bits)
+
+
+def _ulp_distance(ac: np.ndarray, ec: np.ndarray, ulp_dtype: np.dtype) -> np.ndarray:
+    oa = _ordered(ac, ulp_dtype)
+    oe = _ordered(ec, ulp_dtype)
+    if ulp_dtype.itemsize < 8:
+        return np.abs(oa - oe)
+    ua, ue = oa.view(np.uint64), oe.view(np.uint64)
+    return np.where(oa >= oe, ua - ue, ue - ua)
+
+
+@dataclass
+class _Settings:
+    atol: float
+    rtol: float
+    rel_eps: float
+    equal_nan: bool
+    max_ulp: int | None
+    ulp_dtype: np.dtype | None
+    mode: str
+
+
+class _Partials:
+    """Per-block partial results; every field is kept per block so that any kernel (numpy,
+    numba over threads) produces the same arrays and the final reduction is shared."""
+
+    FLOAT_FIELDS = (
+        "max_abs",
+        "sum_abs",
+        "max_rel",
+        "max_rel_symmetric",
+        "dot",
+        "norm_actual_sq",
+        "norm_expected_sq",
+        "max_excess",
+        "atol_needed",
+        "rtol_needed",
+        "key",  # largest excess among elements that differ (inf for a non-finite mismatch)
+    )
+    INT_FIELDS = (
+        "n_finite",
+        "mismatches",
+        "ulp_max",
+        "ulp_nonzero",
+        "ulp_over",
+        "actual_nan",
+        "expected_nan",
+        "nan_both",
+        "nan_one_side",
+        "actual_inf",
+        "expected_inf",
+        "inf_mismatch",
+    )
+
+    def __init__(self, n_blocks: int):
+        self.f = np.zeros((n_blocks, len(self.FLOAT_FIELDS)), dtype=np.float64)
+        self.i = np.zeros((n_blocks, len(self.INT_FIELDS)), dtype=np.uint64)
+        self.f[:, self.FLOAT_FIELDS.index("max_excess")] = -np.inf
+        self.f[:, self.FLOAT_FIELDS.index("key")] = -np.inf
+
+    def fcol(self, field: str) -> np.ndarray:
+        return self.f[:, self.FLOAT_FIELDS.index(field)]
+
+    def icol(self, field: str) -> np.ndarray:
+        return self.i[:, self.INT_FIELDS.index(field)]
+
+
+_F = {name_: i for i, name_ in enumerate(_Partials.FLOAT_FIELDS)}
+_I = {name_: i for i, name_ in enumerate(_Partials.INT_FIELDS)}
+
+
+def _block_stats(ac: np.ndarray, ec: np.ndarray, s: _Settings, frow: np.ndarray, irow: np.ndarray) -> None:
+    a64, e64, d = _as_float64(ac, ec, s.mode)
+    n = d.size
+    finite: np.ndarray | None = None
+    nf_mismatch: np.ndarray | None = None
+    if s.mode == "float" and not np.isfinite(d).all():
+        # A non-finite input always makes d non-finite; d can also overflow for finite inputs.
+        an, en = np.isnan(a64), np.isnan(e64)
+        ai, ei = np.isinf(a64), np.isinf(e64)
+        nan_both = an & en
+        nan_one = an ^ en
+        any_nan = an | en
+        inf_pos = (ai | ei) & ~any_nan
+        inf_bad = inf_pos & (a64 != e64)
+        finite = ~(any_nan | ai | ei)
+        nf_mismatch = nan_one | inf_bad
+        if not s.equal_nan:
+            nf_mismatch |= nan_both
+        irow[_I["actual_nan"]] = np.count_nonzero(an)
+        irow[_I["expected_nan"]] = np.count_nonzero(en)
+        irow[_I["nan_both"]] = np.count_nonzero(nan_both)
+        irow[_I["nan_one_side"]] = np.count_nonzero(nan_one)
+        irow[_I["actual_inf"]] = np.count_nonzero(ai)
+        irow[_I["expected_inf"]] = np.count_nonzero(ei)
+        irow[_I["inf_mismatch"]] = np.count_nonzero(inf_bad)
+        # Non-finite positions leave the numeric metrics: zero both sides there.
+        a64[~finite] = 0.0
+        e64[~finite] = 0.0
+        d[~finite] = 0.0
+    n_finite = n if finite is None else int(np.count_nonzero(finite))
+    irow[_I["n_finite"]] = n_finite
+
+    abs_e = np.abs(e64)
+    frow[_F["max_abs"]] = d.max()
+    frow[_F["sum_abs"]] = d.sum()
+    frow[_F["dot"]] = np.dot(a64, e64)
+    frow[_F["norm_actual_sq"]] = np.dot(a64, a64)
+    frow[_F["norm_expected_sq"]] = np.dot(e64, e64)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        tmp = abs_e + s.rel_eps
+        frow[_F["max_rel"]] = np.divide(d, tmp, out=tmp).max()
+        tmp = np.abs(a64)
+        np.maximum(tmp, abs_e, out=tmp)
+        tmp += s.rel_eps
+        frow[_F["max_rel_symmetric"]] = np.divide(d, tmp, out=tmp).max()
+
+        # excess = d - (atol + rtol |e|); atol_needed = max(d - rtol |e|) = max(excess) + atol
+        excess = abs_e * s.rtol
+        excess += s.atol
+        np.subtract(d, excess, out=excess)
+        if finite is not None:
+            excess[~finite] = -np.inf
+        mismatches = int(np.count_nonzero(excess > 0))
+        block_max = excess.max()
+        # atol_needed = max(d - rtol |e|); with rtol = 0 that is max |a - e| exactly.
+        if s.rtol == 0:
+            frow[_F["atol_needed"]] = frow[_F["max_abs"]]
+        else:
+            needed = abs_e * s.rtol
+            np.subtract(d, needed, out=needed)
+            frow[_F["atol_needed"]] = max(needed.max(), 0.0)
+        # rtol_needed = max((d - atol) / |e|): x/0 is inf when d > atol; 0/0 and -x/0 drop out.
+        tmp = d - s.atol
+        np.divide(tmp, abs_e, out=tmp)
+        rtol_needed = np.fmax.reduce(tmp)
+        frow[_F["rtol_needed"]] = 0.0 if math.isnan(rtol_needed) else max(rtol_needed, 0.0)
+
+    key = block_max
+    if nf_mismatch is not None and nf_mismatch.any():
+        mismatches += int(np.count_nonzero(nf_mismatch))
+        block_max = np.inf
+        key = np.inf
+        frow[_F["rtol_needed"]] = np.inf
+        frow[_F["atol_needed"]] = np.inf
+    elif not block_max > 0:
+        # The worst elements are those that differ at all; equal elements never enter them.
+        key = np.max(excess, where=d > 0, initial=-np.inf)
+    frow[_F["max_excess"]] = block_max
+    frow[_F["key"]] = key
+    irow[_I["mismatches"]] = mismatches
+
+    if s.ulp_dtype is not None:
+        ud = _ulp_distance(ac, ec, s.ulp_dtype)
+        if finite is not None:
+            ud[~finite] = 0
+        irow[_I["ulp_max"]] = ud.max()
+        irow[_I["ulp_nonzero"]] = np.count_nonzero(ud)
+        if s.max_ulp is not None:
+            irow[_I["ulp_over"]] = np.count_nonzero(ud > s.max_ulp)
+
+
+def _block_elements(
+    start: int, ac: np.ndarray, ec: np.ndarray, s: _Settings, k: int
+) -> list[tuple[float, int, Any, Any, float]]:
+    """(excess, flat index, actual, expected, abs_diff) of the k worst differing elements."""
+    a64, e64, d = _as_float64(ac, ec, s.mode)
+    with np.errstate(invalid="ignore", over="ignore"):
+        excess = d - (s.atol + s.rtol * np.abs(e64))
+    candidate = d > 0
+    if s.mode == "float":
+        an, en = np.isnan(a64), np.isnan(e64)
+        ai, ei = np.isinf(a64), np.isinf(e64)
+        nonfinite = an | en | ai | ei
+        nf_mismatch = (an ^ en) | ((ai | ei) & ~(an | en) & (a64 != e64))
+        if not s.equal_nan:
+            nf_mismatch |= an & en
+        excess[nonfinite] = -np.inf
+        excess[nf_mismatch] = np.inf
+        candidate = (candidate & ~nonfinite) | nf_mismatch
+    positions = np.flatnonzero(candidate)
+    if positions.size > k:
+        # Stable selection: largest excess first, then the lowest index.
+        order = np.lexsort((positions, -excess[positions]))[:k]
+        positions = positions[order]
+    out = []
+    for p in positions:
+        out.append((float(excess[p]), start + int(p), ac[p], ec[p], float(d[p])))
+    return out
+
+
+def _scalar(x: Any) -> float | int | bool:
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    return float(x)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel choice and the full pass
+
+
+def kernel_choice(kernel: str | None, size: int, pair_supported: bool) -> str:
+    """'numpy' or 'numba' for an output of ``size`` elements (``kernel`` or $PARITYGATE_KERNEL)."""
+    choice = (kernel or os.environ.get(_KERNEL_ENV) or "auto").lower()
+    if choice not in ("auto", "numpy", "numba"):
+        raise InputError(f"kernel must be 'auto', 'numpy' or 'numba', got {choice!r}", where=_KERNEL_ENV if not kernel else None)
+    if choice == "numpy":
+        return "numpy"
+    from . import _numba_kernel
+
+    if choice == "numba":
+        if not _numba_kernel.available():
+            raise InputError("the numba kernel was requested but numba is not installed", hint="pip install 'paritygate[fast]'")
+        return "numba" if pair_supported else "numpy"
+    if size >= NUMBA_MIN_SIZE and pair_supported and _numba_kernel.available():
+        return "numba"
+    return "numpy"
+
+
+def _settings(pair: _Pair, tolerance: Tolerance) -> _Settings:
+    return _Settings(
+        atol=0.0 if pair.exact else float(tolerance.atol),
+        rtol=0.0 if pair.exact else float(tolerance.rtol),
+        rel_eps=float(tolerance.rel_eps),
+        equal_nan=bool(tolerance.equal_nan),
+        max_ulp=tolerance.max_ulp,
+        ulp_dtype=_np_dtype(pair.ulp_dtype) if pair.ulp_dtype else None,
+        mode=pair.mode,
+    )
+
+
+def _np_dtype(dtype_name_: str) -> np.dtype:
+    try:
+        return np.dtype(dtype_name_)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, dtype_name_))
+
+
+def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
+    n_blocks = -(-pair.a.size // BLOCK)
+    partials = _Partials(n_blocks)
+    for b, (_start, ac, ec) in enumerate(_blocks(pair)):
+        _block_stats(ac, ec, s, partials.f[b], partials.i[b])
+    return partials
+
+
+def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
+    f, i = partials.f, partials.i
+    size = int(pair.a.size)
+    stats = RawStats(size=size, n_finite=int(i[:, _I["n_finite"]].sum()))
+    if size:
+        stats.max_abs = float(f[:, _F["max_abs"]].max())
+        stats.sum_abs = float(f[:, _F["sum_abs"]].sum())
+        stats.max_rel = float(f[:, _F["max_rel"]].max())
+        stats.max_rel_symmetric = float(f[:, _F["max_rel_symmetric"]].max())
+        stats.dot = float(f[:, _F["dot"]].sum())
+        stats.norm_actual_sq = float(f[:, _F["norm_actual_sq"]].sum())
+        stats.norm_expected_sq = float(f[:, _F["norm_expected_sq"]].sum())
+        stats.max_excess = float(f[:, _F["max_excess"]].max())
+        stats.atol_needed = float(f[:, _F["atol_needed"]].max())
+        stats.rtol_needed = float(f[:, _F["rtol_needed"]].max())
+    stats.mismatches = int(i[:, _I["mismatches"]].sum())
+    if s.ulp_dtype is not None:
+        stats.ulp_max = int(i[:, _I["ulp_max"]].max()) if size else 0
+        stats.ulp_nonzero = int(i[:, _I["ulp_nonzero"]].sum())
+        stats.ulp_over = int(i[:, _I["ulp_over"]].sum()) if s.max_ulp is not None else None
+    stats.nonfinite = NonFinite(
+        **{field: int(i[:, _I[field]].sum()) for field in (
+            "actual_nan", "expected_nan", "nan_both", "nan_one_side",
+            "actual_inf", "expected_inf", "inf_mismatch",
+        )}
+    )
+    stats.worst = _worst(pair, s, f[:, _F["key"]], k)
+    return stats
+
+
+def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]:
+    """Revisit only the k blocks with the largest excess: the k worst elements lie among them."""
+    if k <= 0 or keys.size == 0:
+        return []
+    live = np.flatnonzero(keys > -np.inf)
+    if live.size == 0:
+        return []
+    order = np.lexsort((live, -keys[live]))[:k]
+    found: list[tuple[float, int, Any, Any, float]] = []
+    n = pair.a.size
+    for b in sorted(int(x) for x in live[order]):
+        start, stop = b * BLOCK, min((b + 1) * BLOCK, n)
+        ac, ec = _flat_range(pair.a, start, stop), _flat_range(pair.e, start, stop)
+        found.extend(_block_elements(start, ac, ec, s, k))
+    found.sort(key=lambda t: (-t[0], t[1]))
+    shape = pair.shape
+    return [
+        Element(
+            index=tuple(int(x) for x in np.unravel_index(flat, shape)) if shape else (),
+            actual=_scalar(a),
+            expected=_scalar(e),
+            abs_diff=diff,
+            excess=exc,
+        )
+        for exc, flat, a, e, diff in found[:k]
+    ]
+
+
+def host_stats(actual: Any, expected: Any, tolerance: Tolerance, path: str = "", *, kernel: str | None = None) -> tuple[RawStats, _Pair, str]:
+    """RawStats of two host arrays, the prepared pair and the kernel that computed them."""
+    pair = _prepare(actual, expected, path)
+    s = _settings(pair, tolerance)
+    from . import _numba_kernel
+
+    used = kernel_choice(kernel, int(pair.a.size), _numba_kernel.supports(pair))
+    if used == "numba":
+        partials = _numba_kernel.partials(pair, s, _Partials)
+    else:
+        partials = _partials_numpy(pair, s)
+    return _reduce(pair, s, partials, tolerance.worst_k), pair, used
+
+
+def compare_arrays(
+    actual: Any, expected: Any, tolerance: Tolerance, path: str, *, kernel: str | None = None
+) -> OutputComparison:
+    """Compare two host arrays (numpy arrays, scalars, numeric lists) as one output."""
+    stats, pair, used = host_stats(actual, expected, tolerance, path, kernel=kernel)
+    return finish(
+        stats,
+        path=path,
+        tolerance=tolerance,
+        shape=pair.shape,
+        dtype_actual=pair.dtype_actual,
+        dtype_expected=pair.dtype_expected,
+        compared_as=pair.compared_as,
+        promotion=pair.promotion,
+        ulp_dtype=pair.ulp_dtype,
+        backend=used,
+    )

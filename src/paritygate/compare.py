@@ -1,0 +1,275 @@
+"""``compare(actual, expected, ...)``: every output of two output trees, compared and reported.
+
+Each leaf pair goes to the kernel where its data lives: framework tensors to their backend (the
+metrics are computed on the device, only scalars and the worst-k elements cross to the host),
+numpy arrays and Python data to the host kernel. Outputs present on one side only are reported in
+``Comparison.missing`` / ``Comparison.extra`` (they fail the comparison); inputs that cannot be
+compared at all (shapes, incompatible dtypes, strings against numbers) raise InputError naming the
+output path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .backends import numpy as host
+from .errors import InputError
+from .outputs import flatten_outputs, framework_backend
+from .results import Comparison, Failure, OutputComparison, Tolerance
+
+__all__ = ["compare", "compare_output"]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_UNSET: Any = _Unset()
+_BOUND_NAMES = (
+    "atol",
+    "rtol",
+    "min_cosine",
+    "max_ulp",
+    "max_mean_abs",
+    "equal_nan",
+    "rel_eps",
+    "rel_denominator",
+    "worst_k",
+)
+
+
+def compare(
+    actual: Any,
+    expected: Any,
+    *,
+    tolerance: Tolerance | None = None,
+    atol: float = _UNSET,
+    rtol: float = _UNSET,
+    min_cosine: float | None = _UNSET,
+    max_ulp: int | None = _UNSET,
+    max_mean_abs: float | None = _UNSET,
+    equal_nan: bool = _UNSET,
+    rel_eps: float = _UNSET,
+    rel_denominator: str = _UNSET,
+    worst_k: int = _UNSET,
+    label: str = "",
+) -> Comparison:
+    """Compare two outputs (arrays, tensors, scalars, strings, or nested dicts/lists/tuples).
+
+    Bounds come either from ``tolerance`` or from the keyword bounds (the defaults of
+    :class:`~paritygate.results.Tolerance` demand exact equality), not both. An element passes
+    when ``|actual - expected| <= atol + rtol * |expected|``. The result is truthy when every
+    output is within bounds and both trees have the same outputs.
+    """
+    given = {
+        name: value
+        for name, value in zip(
+            _BOUND_NAMES,
+            (atol, rtol, min_cosine, max_ulp, max_mean_abs, equal_nan, rel_eps, rel_denominator, worst_k),
+        )
+        if value is not _UNSET
+    }
+    if tolerance is not None:
+        if given:
+            raise InputError(
+                f"pass either tolerance= or keyword bounds ({', '.join(sorted(given))}), not both"
+            )
+        if not isinstance(tolerance, Tolerance):
+            raise InputError(f"tolerance must be a Tolerance, got {type(tolerance).__name__}")
+        tol = tolerance
+    else:
+        tol = Tolerance(**given)
+
+    leaves_actual = flatten_outputs(actual)
+    leaves_expected = flatten_outputs(expected)
+    missing = [path for path in leaves_expected if path not in leaves_actual]
+    extra = [path for path in leaves_actual if path not in leaves_expected]
+    outputs = [
+        compare_output(leaves_actual[path], leaf, tol, path)
+        for path, leaf in leaves_expected.items()
+        if path in leaves_actual
+    ]
+    return Comparison(outputs=outputs, missing=missing, extra=extra, tolerance=tol, label=label)
+
+
+def _is_text(obj: Any) -> bool:
+    return isinstance(obj, (str, bytes))
+
+
+def _text_kind(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
+    """Compare one leaf pair (two arrays, tensors, scalars or strings) named ``path``."""
+    if _is_text(actual) or _is_text(expected):
+        if not (_is_text(actual) and _is_text(expected)):
+            raise InputError(
+                f"cannot compare {_describe(actual)} with {_describe(expected)}: "
+                "strings are only compared with strings",
+                where=path or None,
+            )
+        return _compare_text(actual, expected, tolerance, path)
+
+    backend_actual = framework_backend(actual)
+    backend_expected = framework_backend(expected)
+    if backend_actual is not None and backend_expected is not None and backend_actual is not backend_expected:
+        # Two frameworks: no device holds both, so both cross to the host and say so.
+        a_np = backend_actual.to_numpy(actual)
+        e_np = backend_expected.to_numpy(expected)
+        result = _compare_host(a_np, e_np, tolerance, path)
+        note = (
+            f"actual from {backend_actual.name} and expected from {backend_expected.name} "
+            "copied to numpy (different frameworks)"
+        )
+        result.promotion = f"{result.promotion}; {note}" if result.promotion else note
+        return result
+    backend = backend_actual or backend_expected
+    if backend is not None:
+        other_actual = actual if backend_actual is not None else _host_side(actual, "actual", path)
+        other_expected = expected if backend_expected is not None else _host_side(expected, "expected", path)
+        return backend.compare_arrays(other_actual, other_expected, tolerance, path)
+    return _compare_host(actual, expected, tolerance, path)
+
+
+def _host_side(obj: Any, side: str, path: str) -> np.ndarray:
+    """A non-framework side handed to a framework backend, as a numpy array."""
+    arr = np.asarray(obj) if not isinstance(obj, np.ndarray) else obj
+    if arr.dtype.kind not in "biufc" and host.dtype_name(arr.dtype) not in (
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e5m2",
+    ):
+        raise InputError(
+            f"{side} is {host.dtype_name(arr.dtype)} of shape {arr.shape}; cannot compare it with a tensor",
+            where=path or None,
+        )
+    return arr
+
+
+def _compare_host(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
+    a = actual if isinstance(actual, np.ndarray) else _to_host(actual, "actual", path)
+    e = expected if isinstance(expected, np.ndarray) else _to_host(expected, "expected", path)
+    if a.dtype.kind in "USa" and e.dtype.kind in "USa":
+        return _compare_string_arrays(a, e, tolerance, path)
+    if (a.dtype.kind in "USa") != (e.dtype.kind in "USa"):
+        raise InputError(
+            f"cannot compare actual {_describe(a)} with expected {_describe(e)}: "
+            "strings against numbers",
+            where=path or None,
+        )
+    return host.compare_arrays(a, e, tolerance, path)
+
+
+def _to_host(obj: Any, side: str, path: str) -> np.ndarray:
+    try:
+        return np.asarray(obj)
+    except Exception as exc:
+        raise InputError(
+            f"{side} ({type(obj).__name__}) cannot be read as an array: {exc}", where=path or None
+        ) from None
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, (str, bytes)):
+        return f"a {_text_kind(obj)} of length {len(obj)}"
+    shape = getattr(obj, "shape", None)
+    dtype = getattr(obj, "dtype", None)
+    if shape is not None and dtype is not None:
+        try:
+            dtype = host.dtype_name(dtype)
+        except TypeError:
+            pass
+        return f"{dtype} of shape {tuple(shape)}"
+    return type(obj).__name__
+
+
+def _context(text: Any, at: int, width: int = 20) -> str:
+    start = max(0, at - width)
+    piece = text[start : at + width]
+    return ("…" if start else "") + repr(piece) + ("…" if at + width < len(text) else "")
+
+
+def _compare_text(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
+    """Two strings (or bytes) compare exactly; a difference reports the first divergence."""
+    failures: list[Failure] = []
+    if type(actual) is not type(expected):
+        raise InputError(
+            f"cannot compare {_describe(actual)} with {_describe(expected)}", where=path or None
+        )
+    if actual != expected:
+        first = next(
+            (i for i, (x, y) in enumerate(zip(actual, expected)) if x != y),
+            min(len(actual), len(expected)),
+        )
+        failures.append(
+            Failure(
+                metric="text",
+                bound="exact",
+                observed=f"first divergence at position {first}",
+                where=f"position {first}",
+                detail=f"actual {_context(actual, first)} vs expected {_context(expected, first)}; "
+                f"lengths {len(actual)} and {len(expected)}",
+            )
+        )
+    kind = _text_kind(expected)
+    return OutputComparison(
+        path=path,
+        passed=not failures,
+        shape=None,
+        dtype_actual=_text_kind(actual),
+        dtype_expected=kind,
+        compared_as=kind,
+        promotion=None,
+        size=len(expected),
+        tolerance=tolerance,
+        mismatches=1 if failures else 0,
+        failures=failures,
+        backend="host",
+    )
+
+
+def _compare_string_arrays(a: np.ndarray, e: np.ndarray, tolerance: Tolerance, path: str) -> OutputComparison:
+    """Arrays of strings compare exactly, element by element."""
+    if a.shape != e.shape:
+        raise InputError(
+            f"shape mismatch: actual {a.shape} {host.dtype_name(a.dtype)} vs expected {e.shape} "
+            f"{host.dtype_name(e.dtype)}",
+            where=path or None,
+        )
+    if (a.dtype.kind == "S") != (e.dtype.kind == "S"):
+        raise InputError(
+            f"cannot compare actual {_describe(a)} with expected {_describe(e)}: bytes against text",
+            where=path or None,
+        )
+    differ = a != e
+    count = int(np.count_nonzero(differ))
+    failures: list[Failure] = []
+    if count:
+        first = tuple(int(i) for i in np.argwhere(differ)[0])
+        failures.append(
+            Failure(
+                metric="text",
+                bound="exact",
+                observed=f"{count} of {a.size} differ",
+                where="index " + ",".join(str(i) for i in first),
+                detail=f"actual {a[first]!r} vs expected {e[first]!r}",
+            )
+        )
+    return OutputComparison(
+        path=path,
+        passed=not failures,
+        shape=tuple(int(s) for s in a.shape),
+        dtype_actual=host.dtype_name(a.dtype),
+        dtype_expected=host.dtype_name(e.dtype),
+        compared_as="str",
+        promotion=None,
+        size=int(a.size),
+        tolerance=tolerance,
+        mismatches=count,
+        failures=failures,
+        backend="host",
+    )

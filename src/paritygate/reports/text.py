@@ -1,0 +1,223 @@
+"""Plain-text and rich-table renderings of a :class:`~paritygate.results.Comparison`.
+
+The text form is what ``assert_parity`` raises and what a CI log shows: every output with its
+verdict and metrics, every violated bound, the worst elements and the bounds that would have
+passed. Every failing output is listed, not just the first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from ..results import Comparison, OutputComparison, Tolerance
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = ["format_comparison", "format_output", "comparison_table", "output_name"]
+
+
+def output_name(path: str) -> str:
+    """How an output path is shown (a tree that is a single leaf has the empty path)."""
+    return path if path else "(output)"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _tolerance_text(tol: Tolerance) -> str:
+    parts = [f"atol={tol.atol:g}", f"rtol={tol.rtol:g}"]
+    if tol.min_cosine is not None:
+        parts.append(f"min_cosine={tol.min_cosine:g}")
+    if tol.max_ulp is not None:
+        parts.append(f"max_ulp={tol.max_ulp}")
+    if tol.max_mean_abs is not None:
+        parts.append(f"max_mean_abs={tol.max_mean_abs:g}")
+    parts.append(f"equal_nan={tol.equal_nan}")
+    return " ".join(parts)
+
+
+def _verdict(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
+def _table(header: list[str], rows: list[list[str]], indent: str) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [indent + "  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    for row in rows:
+        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return lines
+
+
+def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str:
+    """The text block of one output."""
+    lines = [f"output {output_name(out.path)}: {_verdict(out.passed)}"]
+    ind = "  "
+    shape = "scalar" if out.shape == () else ("-" if out.shape is None else str(tuple(out.shape)))
+    facts = f"{ind}shape {shape}, {out.size} elements; actual {out.dtype_actual}, expected {out.dtype_expected}"
+    facts += f"; compared as {out.compared_as} on {out.backend}"
+    lines.append(facts)
+    if out.promotion:
+        lines.append(f"{ind}promotion: {out.promotion}")
+    if show_tolerance:
+        lines.append(f"{ind}bounds: {_tolerance_text(out.tolerance)}")
+    numeric = out.compared_as not in ("str", "bytes")
+    if numeric and out.size:
+        lines.append(
+            f"{ind}max_abs {_num(out.max_abs)}  mean_abs {_num(out.mean_abs)}  "
+            f"max_rel {_num(out.max_rel)}  max_rel_symmetric {_num(out.max_rel_symmetric)}  "
+            f"(rel_eps {out.tolerance.rel_eps:g})"
+        )
+        cos = _num(out.cosine) if out.cosine is not None else f"undefined ({out.cosine_undefined})"
+        if out.cosine is not None and out.cosine > 0.999999:
+            cos = f"{out.cosine:.12f}"
+        ulp = "-"
+        if out.ulp_max is not None:
+            ulp = f"max {out.ulp_max} ({out.ulp_dtype}), {out.ulp_nonzero} element(s) >= 1 ULP apart"
+            if out.ulp_over is not None and out.tolerance.max_ulp is not None:
+                ulp += f", {out.ulp_over} beyond {out.tolerance.max_ulp}"
+        lines.append(f"{ind}cosine {cos}  ulp {ulp}")
+        lines.append(
+            f"{ind}mismatches {out.mismatches} of {out.size} "
+            f"(|a - e| > {out.tolerance.atol:g} + {out.tolerance.rtol:g} |e|); "
+            f"atol needed {_num(out.atol_needed)} at rtol={out.tolerance.rtol:g}, "
+            f"rtol needed {_num(out.rtol_needed)} at atol={out.tolerance.atol:g}"
+        )
+        nf = out.nonfinite
+        if any(
+            (nf.actual_nan, nf.expected_nan, nf.actual_inf, nf.expected_inf, nf.inf_mismatch)
+        ):
+            lines.append(
+                f"{ind}non-finite: NaN actual {nf.actual_nan}, expected {nf.expected_nan}, "
+                f"both {nf.nan_both}, one side only {nf.nan_one_side}; Inf actual {nf.actual_inf}, "
+                f"expected {nf.expected_inf}, unmatched {nf.inf_mismatch}"
+            )
+    elif not numeric:
+        lines.append(f"{ind}compared exactly")
+    else:
+        lines.append(f"{ind}empty on both sides")
+    if out.failures:
+        lines.append(f"{ind}failures:")
+        for failure in out.failures:
+            lines.append(f"{ind}  - {failure.describe()}")
+    if out.worst:
+        title = "worst elements" if not out.passed else "largest differences (within bounds)"
+        lines.append(f"{ind}{title} ({len(out.worst)} shown of {max(out.mismatches, len(out.worst))}):")
+        rows = [
+            [
+                ",".join(str(i) for i in el.index) or "()",
+                _num(el.actual),
+                _num(el.expected),
+                _num(el.abs_diff),
+                _num(el.excess),
+            ]
+            for el in out.worst
+        ]
+        lines.extend(_table(["index", "actual", "expected", "abs diff", "excess"], rows, ind + "  "))
+    return "\n".join(lines)
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """The full plain-text report: summary line, bounds, then every output."""
+    outputs = comparison.outputs
+    failing = [o for o in outputs if not o.passed]
+    head = "paritygate comparison"
+    if comparison.label:
+        head += f" {comparison.label}"
+    summary = (
+        f"{head}: {_verdict(comparison.passed)} — {len(outputs) - len(failing)} of {len(outputs)} "
+        f"outputs within bounds"
+    )
+    if comparison.missing:
+        summary += f", {len(comparison.missing)} missing"
+    if comparison.extra:
+        summary += f", {len(comparison.extra)} extra"
+    lines = [summary, f"bounds: {_tolerance_text(comparison.tolerance)}"]
+    if comparison.missing:
+        lines.append(
+            "missing outputs (in expected, not in actual): "
+            + ", ".join(output_name(p) for p in comparison.missing)
+        )
+    if comparison.extra:
+        lines.append(
+            "extra outputs (in actual, not in expected): "
+            + ", ".join(output_name(p) for p in comparison.extra)
+        )
+    if failing:
+        lines.append("failing outputs: " + ", ".join(output_name(o.path) for o in failing))
+    # Failing outputs first so that a long report starts with what needs attention.
+    for out in failing + [o for o in outputs if o.passed]:
+        lines.append("")
+        lines.append(format_output(out, show_tolerance=out.tolerance != comparison.tolerance))
+    return "\n".join(lines)
+
+
+def comparison_table(comparison: Comparison) -> "Table":
+    """A rich table of every output, one row each, failing rows in red."""
+    from rich.table import Table
+
+    title = "paritygate comparison" + (f" {comparison.label}" if comparison.label else "")
+    title += f": {_verdict(comparison.passed)} ({_tolerance_text(comparison.tolerance)})"
+    table = Table(title=title, show_lines=False)
+    for column, justify in (
+        ("output", "left"),
+        ("verdict", "left"),
+        ("shape", "left"),
+        ("dtypes", "left"),
+        ("max_abs", "right"),
+        ("mean_abs", "right"),
+        ("max_rel", "right"),
+        ("cosine", "right"),
+        ("ulp", "right"),
+        ("mismatches", "right"),
+        ("atol needed", "right"),
+        ("worst (index: actual vs expected)", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for out in comparison.outputs:
+        style = None if out.passed else "red"
+        dtypes = out.dtype_actual if out.dtype_actual == out.dtype_expected else f"{out.dtype_actual}/{out.dtype_expected}"
+        if out.compared_as not in (out.dtype_actual, out.dtype_expected):
+            dtypes += f" as {out.compared_as}"
+        worst = ""
+        if out.worst:
+            el = out.worst[0]
+            worst = f"{','.join(str(i) for i in el.index) or '()'}: {_num(el.actual)} vs {_num(el.expected)}"
+        numeric = out.compared_as not in ("str", "bytes")
+        cosine = "-"
+        if numeric:
+            cosine = f"{out.cosine:.9g}" if out.cosine is not None else "undefined"
+        table.add_row(
+            output_name(out.path),
+            _verdict(out.passed),
+            "-" if out.shape is None else str(tuple(out.shape)),
+            dtypes,
+            _num(out.max_abs) if numeric else "-",
+            _num(out.mean_abs) if numeric else "-",
+            _num(out.max_rel) if numeric else "-",
+            cosine,
+            _num(out.ulp_max),
+            f"{out.mismatches}/{out.size}",
+            _num(out.atol_needed) if numeric else "-",
+            worst or (out.failures[0].where if out.failures else ""),
+            style=style,
+        )
+    for path in comparison.missing:
+        table.add_row(output_name(path), "MISSING", *[""] * 10, style="red")
+    for path in comparison.extra:
+        table.add_row(output_name(path), "EXTRA", *[""] * 10, style="red")
+    return table
