@@ -1,0 +1,151 @@
+"""The runtimes gated against each other, each turning one WAV case into per-chunk probabilities.
+
+- ``reference``: the TorchScript model shipped in silero-vad, called chunk by chunk exactly as
+  ``silero_vad.get_speech_timestamps`` calls it (state reset first, last chunk zero-padded).
+- ``onnxruntime``: the authors' ONNX export (``silero_vad.onnx``) on ONNX Runtime's CPU provider,
+  driven like silero-vad's ``OnnxWrapper`` (context and state kept here, in numpy).
+- ``mlx``: the port in :mod:`vad_mlx` through its Python API.
+- ``mlx-cli``: the same port through ``cli.py`` in a subprocess (see :func:`run_cli`).
+
+Only ``reference`` and ``onnxruntime`` import torch / onnxruntime, and only when called.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from vad_mlx import PortVariant, resolve_rate
+
+__all__ = ["read_wav", "reference_probabilities", "onnx_probabilities", "mlx_probabilities",
+           "run_cli", "provenance"]
+
+HERE = Path(__file__).resolve().parent
+
+
+def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
+    """(sample rate, float32 mono samples in [-1, 1)) of a 16-bit PCM WAV."""
+    with wave.open(str(path), "rb") as f:
+        if f.getnchannels() != 1 or f.getsampwidth() != 2:
+            raise ValueError(f"{path}: expected mono 16-bit PCM WAV, got {f.getnchannels()} "
+                             f"channel(s) of {8 * f.getsampwidth()} bits")
+        rate = f.getframerate()
+        data = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
+    return rate, data.astype(np.float32) / np.float32(32768.0)
+
+
+def _chunks(samples: np.ndarray, rate: int) -> tuple[np.ndarray, int]:
+    native, step = resolve_rate(rate)
+    audio = np.asarray(samples, dtype=np.float32)[::step]
+    n = 512 if native == 16000 else 256
+    count = -(-audio.size // n)
+    padded = np.zeros(count * n, dtype=np.float32)
+    padded[: audio.size] = audio
+    return padded.reshape(count, n), native
+
+
+_TORCH_MODEL = None
+
+
+def torchscript_model():
+    """The shipped TorchScript model, loaded once per process (silero-vad sets 1 torch thread)."""
+    global _TORCH_MODEL
+    if _TORCH_MODEL is None:
+        import silero_vad
+
+        _TORCH_MODEL = silero_vad.load_silero_vad()
+    return _TORCH_MODEL
+
+
+def reference_probabilities(samples: np.ndarray, rate: int) -> np.ndarray:
+    import torch
+
+    chunks, native = _chunks(samples, rate)
+    model = torchscript_model()
+    model.reset_states()  # the model keeps state between calls
+    with torch.no_grad():
+        out = [model(torch.from_numpy(chunk.copy()), native).item() for chunk in chunks]
+    model.reset_states()
+    return np.asarray(out, dtype=np.float32)
+
+
+_ORT_SESSION = None
+
+
+def onnx_session():
+    global _ORT_SESSION
+    if _ORT_SESSION is None:
+        import importlib.util
+
+        import onnxruntime
+
+        path = Path(importlib.util.find_spec("silero_vad").origin).parent / "data" / "silero_vad.onnx"
+        opts = onnxruntime.SessionOptions()
+        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = 1
+        _ORT_SESSION = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
+                                                    sess_options=opts)
+    return _ORT_SESSION
+
+
+def onnx_probabilities(samples: np.ndarray, rate: int) -> np.ndarray:
+    chunks, native = _chunks(samples, rate)
+    session = onnx_session()
+    context_size = 64 if native == 16000 else 32
+    state = np.zeros((2, 1, 128), dtype=np.float32)
+    context = np.zeros((1, context_size), dtype=np.float32)
+    sr = np.array(native, dtype=np.int64)
+    out = []
+    for chunk in chunks:
+        x = np.concatenate([context, chunk[None, :]], axis=1)
+        prob, state = session.run(None, {"input": x, "state": state, "sr": sr})
+        context = x[:, -context_size:]
+        out.append(float(prob.reshape(-1)[0]))
+    return np.asarray(out, dtype=np.float32)
+
+
+_PORTS: dict = {}
+
+
+def mlx_probabilities(samples: np.ndarray, rate: int,
+                      variant: PortVariant = PortVariant()) -> np.ndarray:
+    import vad_mlx
+
+    if variant not in _PORTS:
+        _PORTS[variant] = vad_mlx.load(variant)
+    return _PORTS[variant].probabilities(samples, rate)
+
+
+def run_cli(wav: str | Path, *extra: str) -> dict:
+    """Run ``cli.py`` on a WAV in a subprocess and return its JSON output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        proc = subprocess.run([sys.executable, str(HERE / "cli.py"), str(wav), "-o", str(out),
+                               *extra], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(HERE) + os.pathsep
+                                   + os.environ.get("PYTHONPATH", "")})
+        if proc.returncode != 0:
+            raise RuntimeError(f"cli.py {wav} exited {proc.returncode}: {proc.stderr.strip()}")
+        return json.loads(out.read_text())
+
+
+def provenance() -> dict:
+    """Versions of the reference side (torch, silero-vad, onnxruntime) and the port side."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    info = {"python": platform.python_version(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine()}
+    for package in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy"):
+        try:
+            info[package] = version(package)
+        except PackageNotFoundError:
+            info[package] = None
+    return info
