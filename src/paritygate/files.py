@@ -1,0 +1,412 @@
+"""Output files on disk: loading and saving named outputs without pickle, written atomically.
+
+Supported formats, chosen by extension:
+
+- ``.safetensors``: flat name -> array; every dtype safetensors knows, bfloat16 and float8 included
+  (through ml_dtypes). The preferred format: dtypes survive the round trip.
+- ``.npz`` / ``.npy``: read with ``allow_pickle=False`` always. Object arrays, pickles renamed to
+  ``.npy`` and archive members that are not plain ``.npy`` arrays are refused before anything is
+  unpickled.
+- ``.json``: a nested tree of dicts, lists and numbers (and strings, e.g. decoded text). The tree
+  is returned as is; :func:`paritygate.compare.compare` turns numeric lists into arrays. JSON keeps
+  values, not dtypes.
+
+Every problem with a file (missing, unknown extension, truncated, garbage, pickled) is an
+:class:`~paritygate.errors.InputError` whose one line names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import struct
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "load_outputs",
+    "save_outputs",
+    "atomic_write_bytes",
+    "sha256_file",
+]
+
+SUPPORTED_SUFFIXES = (".safetensors", ".npz", ".npy", ".json")
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+_EMPTY_ZIP_MAGIC = b"PK\x05\x06"
+# Protocol 2+ pickles start with PROTO (0x80); torch.save writes a zip holding ``data.pkl``.
+_PICKLE_PROTO = 0x80
+_NO_PICKLE_HINT = "paritygate never unpickles; save outputs as safetensors, npz of plain arrays or JSON"
+
+# safetensors dtype tag -> numpy dtype name (bfloat16 / float8 come from ml_dtypes)
+_SAFETENSORS_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
+    "U8": "uint8",
+    "BOOL": "bool",
+    "C64": "complex64",
+}
+
+
+def _np_dtype(name: str):
+    import numpy as np
+
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# hashing and atomic writes
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes, read in chunks."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except FileNotFoundError:
+        raise InputError("file not found", where=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a file", where=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", where=str(path)) from None
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a part.
+
+    The bytes go to a temporary file in the same folder, are flushed and fsynced, then moved over
+    ``path`` with :func:`os.replace` (atomic on POSIX and Windows); the folder is fsynced where the
+    platform allows so that the rename itself survives a crash.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError("folder does not exist", where=str(folder))
+    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_folder(folder)
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open folders
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Named outputs stored in ``path`` (.safetensors, .npz, .npy or .json).
+
+    Returns a dict: name -> numpy array for the array formats (``.npy`` holds one array, named by
+    the file's stem), the parsed tree for JSON (a JSON document whose top level is not an object
+    is returned under the file's stem).
+    """
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        shown = path.suffix or "no extension"
+        raise InputError(
+            f"unknown output file type ({shown}); expected one of {', '.join(SUPPORTED_SUFFIXES)}",
+            where=where,
+        )
+    data = _read_bytes(path)
+    if data[:1] == bytes([_PICKLE_PROTO]):
+        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
+    if suffix == ".safetensors":
+        return _load_safetensors(data, where)
+    if suffix == ".npy":
+        return {path.stem: _load_npy(data, where)}
+    if suffix == ".npz":
+        return _load_npz(path, data, where)
+    return _load_json(data, where, path.stem)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", where=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected an output file", where=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", where=str(path)) from None
+
+
+def _load_safetensors(data: bytes, where: str) -> dict[str, Any]:
+    import numpy as np
+    import safetensors
+
+    if len(data) < 8:
+        raise InputError(f"not a safetensors file: only {len(data)} bytes", where=where)
+    (header_len,) = struct.unpack("<Q", data[:8])
+    if header_len > len(data) - 8:
+        raise InputError(
+            f"not a safetensors file or truncated: header claims {header_len} bytes, "
+            f"file has {len(data) - 8} after the length field",
+            where=where,
+        )
+    try:
+        entries = safetensors.deserialize(data)
+    except Exception as exc:  # safetensors raises its own SafetensorError for any corruption
+        message = " ".join(str(exc).split())
+        raise InputError(f"not a valid safetensors file ({message})", where=where) from None
+    outputs: dict[str, Any] = {}
+    for name, entry in entries:
+        tag = entry["dtype"]
+        if tag not in _SAFETENSORS_DTYPES:
+            raise InputError(f"tensor {name!r} has unsupported dtype {tag}", where=where)
+        dtype = _np_dtype(_SAFETENSORS_DTYPES[tag])
+        shape = tuple(int(n) for n in entry["shape"])
+        raw = entry["data"]
+        expected_bytes = math.prod(shape) * dtype.itemsize
+        if len(raw) != expected_bytes:
+            raise InputError(
+                f"tensor {name!r} holds {len(raw)} bytes, its shape {list(shape)} and dtype "
+                f"{dtype.name} need {expected_bytes}",
+                where=where,
+            )
+        outputs[name] = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    return outputs
+
+
+def _load_npy(data: bytes, where: str, member: str | None = None):
+    import io
+
+    import numpy as np
+
+    label = f"{where}[{member}]" if member else where
+    if not data.startswith(_NPY_MAGIC):
+        if data.startswith(_ZIP_MAGIC):
+            raise InputError("is a zip archive (.npz or torch.save?), not a .npy array",
+                             where=label, hint=_NO_PICKLE_HINT)
+        if not data:
+            raise InputError("is empty, not a .npy array", where=label)
+        raise InputError("not a .npy file (no NUMPY header)", where=label)
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as exc:
+        text = str(exc)
+        if "allow_pickle" in text or "Object arrays" in text:
+            raise InputError("holds an object array (pickled data); refused", where=label,
+                             hint=_NO_PICKLE_HINT) from None
+        raise InputError(f"corrupt or truncated .npy data ({text})", where=label) from None
+    except (EOFError, OSError, SyntaxError) as exc:
+        raise InputError(f"corrupt or truncated .npy data ({exc})", where=label) from None
+    if array.dtype.hasobject:  # defensive: np.load already refuses these without pickle
+        raise InputError("holds an object array; refused", where=label, hint=_NO_PICKLE_HINT)
+    return array
+
+
+def _load_npz(path: Path, data: bytes, where: str) -> dict[str, Any]:
+    import io
+
+    if data.startswith(_EMPTY_ZIP_MAGIC):
+        return {}
+    if not data.startswith(_ZIP_MAGIC):
+        raise InputError("not a .npz file (no zip header)", where=where)
+    outputs: dict[str, Any] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                name = info.filename
+                if not name.endswith(".npy"):
+                    # torch.save archives hold data.pkl: refuse rather than return raw bytes
+                    raise InputError(
+                        f"archive member {name!r} is not a .npy array"
+                        + (" (pickled data); refused" if name.endswith((".pkl", ".pickle")) else ""),
+                        where=where,
+                        hint=_NO_PICKLE_HINT,
+                    )
+                outputs[name[: -len(".npy")]] = _load_npy(archive.read(name), where, name[:-4])
+    except InputError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
+        raise InputError(f"corrupt or truncated .npz archive ({exc})", where=where) from None
+    return outputs
+
+
+def _load_json(data: bytes, where: str, stem: str) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text, so not JSON (byte {exc.start})", where=where) from None
+    try:
+        tree = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where=where
+        ) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", where=where) from None
+    if isinstance(tree, dict):
+        return tree
+    return {stem: tree}
+
+
+# ---------------------------------------------------------------------------------------------
+# saving
+
+
+def save_outputs(
+    path: str | os.PathLike[str],
+    outputs: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
+    """Write named outputs to ``path`` atomically; the format follows the extension.
+
+    ``.safetensors`` and ``.npz`` take a (possibly nested) mapping of arrays; nested mappings are
+    stored under ``/``-joined names (``boxes/editor``). ``.json`` takes any tree of mappings,
+    lists, numbers and strings (arrays become lists; NaN and infinities are written as the
+    ``NaN`` / ``Infinity`` tokens Python's json reads back). ``metadata`` (text only) goes into the
+    safetensors header and is refused for other formats.
+    """
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".safetensors", ".npz", ".json"):
+        raise InputError(
+            f"cannot save outputs as {path.suffix or 'a file without extension'}; "
+            "use .safetensors, .npz or .json",
+            where=where,
+        )
+    if not isinstance(outputs, Mapping):
+        raise InputError(f"outputs must be a mapping of names, got {type(outputs).__name__}",
+                         where=where)
+    if metadata is not None and suffix != ".safetensors":
+        raise InputError("metadata can only be stored in .safetensors files", where=where)
+    if suffix == ".json":
+        payload = json.dumps(_json_tree(outputs, where), indent=1, sort_keys=False).encode()
+        return atomic_write_bytes(path, payload + b"\n")
+    arrays = _flat_arrays(outputs, where)
+    if suffix == ".safetensors":
+        import safetensors.numpy
+
+        for name, array in arrays.items():
+            if array.dtype.name not in _SAFETENSORS_DTYPES.values():
+                raise InputError(f"output {name!r} has dtype {array.dtype.name}, which "
+                                 "safetensors cannot store", where=where)
+        meta = None if metadata is None else {str(k): str(v) for k, v in metadata.items()}
+        payload = safetensors.numpy.save(arrays, metadata=meta)
+    else:
+        import io
+
+        import numpy as np
+
+        for name, array in arrays.items():
+            if array.dtype.kind == "V":
+                raise InputError(f"output {name!r} has dtype {array.dtype.name}, which .npz "
+                                 "cannot store faithfully; use .safetensors", where=where)
+        buffer = io.BytesIO()
+        # The layout np.savez writes ("<name>.npy" members), without its keyword clash on names
+        # such as "file"; names with '/' read back unchanged.
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+        payload = buffer.getvalue()
+    return atomic_write_bytes(path, payload)
+
+
+def _is_numeric(dtype) -> bool:
+    """bool, integer, float or complex; ml_dtypes' bfloat16 / float8 report kind 'V' like records."""
+    if dtype.kind in "biufc":
+        return True
+    return dtype.names is None and dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _flat_arrays(outputs: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    import numpy as np
+
+    flat: dict[str, Any] = {}
+    for key, value in outputs.items():
+        if not isinstance(key, str) or not key:
+            raise InputError(f"output names must be non-empty strings, got {key!r}", where=where)
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat_arrays(value, where, name + "/"))
+            continue
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if not _is_numeric(array.dtype):
+            raise InputError(
+                f"output {name!r} is not a numeric array (dtype {array.dtype}); "
+                "strings and other objects can only be saved as .json",
+                where=where,
+            )
+        # np.ascontiguousarray would turn 0-d outputs into 1-d ones
+        flat[name] = array if array.flags.c_contiguous else array.copy(order="C")
+    return flat
+
+
+def _json_tree(value: Any, where: str, name: str = "") -> Any:
+    if isinstance(value, Mapping):
+        tree = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InputError(f"JSON keys must be strings, got {key!r} under {name or '/'}",
+                                 where=where)
+            tree[key] = _json_tree(item, where, f"{name}/{key}" if name else key)
+        return tree
+    if isinstance(value, (list, tuple)):
+        return [_json_tree(item, where, f"{name}/{i}") for i, item in enumerate(value)]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist):
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and not (_is_numeric(dtype) or dtype.kind in "US"):
+            raise InputError(f"output {name!r} has dtype {dtype}, which JSON cannot store",
+                             where=where)
+        return _json_tree(tolist(), where, name)
+    raise InputError(f"output {name!r} of type {type(value).__name__} cannot be written as JSON",
+                     where=where)
