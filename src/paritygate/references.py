@@ -1,0 +1,395 @@
+"""Recorded references: the reference runner's outputs for every case, with their provenance.
+
+On disk (the spec's ``references`` folder)::
+
+    manifest.json                 format, format_version, sha256 of every file, per-case input
+                                  hashes and output shapes/dtypes, pins, provenance, and a digest
+                                  of the manifest itself (a hand edit is detected)
+    outputs/<case>.safetensors    the case's outputs, one tensor per flattened output name
+
+No pickle anywhere. A record writes everything into a temporary sibling folder and renames it into
+place, under a lock, so an interrupted or concurrent record never leaves a half-written reference.
+Before the old reference is replaced, :func:`record` computes a diff against it.
+
+Format history (``FORMAT_VERSION``; a reference of another version is *tainted*: re-record):
+    1 — paritygate 0.1.0: safetensors per case, manifest.json with sha256 of every file and a
+        digest of its own canonical JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .errors import DriftError, UserError
+from .provenance import capture, check_file_pins, check_package_pin, sha256_file, utc_now
+from .spec import Spec
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Reference",
+    "RecordResult",
+    "record",
+    "load_reference",
+    "manifest_digest",
+    "diff_outputs",
+    "atomic_write_text",
+    "RecordError",
+]
+
+FORMAT = "paritygate-reference"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class RecordError(UserError):
+    """The reference could not be recorded (its runner failed, or an output is undeclared)."""
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON, the ``digest`` key left out."""
+    body = {k: v for k, v in manifest.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a file through a temporary sibling and an atomic rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    # mkstemp/mkdtemp create private files; the final reference gets the usual permissions.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def _load_v1(folder: Path, manifest: dict[str, Any]) -> "Reference":
+    return Reference(folder=folder, manifest=manifest)
+
+
+# format_version -> loader. A new format adds a loader here and keeps the old ones readable.
+_LOADERS: dict[int, Callable[[Path, dict[str, Any]], "Reference"]] = {1: _load_v1}
+
+
+@dataclass
+class Reference:
+    folder: Path
+    manifest: dict[str, Any]
+    _cache: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def cases(self) -> dict[str, dict[str, Any]]:
+        return self.manifest.get("cases", {})
+
+    @property
+    def files(self) -> dict[str, str]:
+        return self.manifest.get("files", {})
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return self.manifest.get("provenance", {})
+
+    @property
+    def pins(self) -> dict[str, Any]:
+        return self.manifest.get("pins", {})
+
+    def outputs(self, case: str) -> dict[str, Any]:
+        """The recorded outputs of one case. A damaged file raises DriftError (exit 3)."""
+        if case in self._cache:
+            return self._cache[case]
+        entry = self.cases.get(case)
+        if entry is None:
+            raise DriftError(f"case {case!r} is not recorded in the reference", where=str(self.folder),
+                             hint="re-record deliberately: paritygate record SPEC")
+        path = self.folder / entry["file"]
+        try:
+            from safetensors.numpy import load_file
+
+            data = dict(load_file(str(path)))
+        except Exception as exc:  # safetensors raises several error types for damaged files
+            raise DriftError(f"reference file is damaged ({type(exc).__name__}: {exc})", where=str(path),
+                             hint="re-record deliberately: paritygate record SPEC") from None
+        self._cache[case] = data
+        return data
+
+
+def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
+    """Read a reference's manifest. Another format version, a damaged or hand-edited manifest
+    raise DriftError; a missing reference raises DriftError with the hint to record one."""
+    folder = Path(folder or spec.references)
+    path = folder / MANIFEST
+    hint = "re-record deliberately: paritygate record SPEC"
+    if not path.is_file():
+        raise DriftError("no reference recorded", where=str(folder), hint=f"record one: paritygate record {spec.path.name}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DriftError(f"manifest is not valid JSON ({exc})", where=str(path), hint=hint) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DriftError(f"not a paritygate reference manifest (format {manifest.get('format') if isinstance(manifest, dict) else None!r})", where=str(path), hint=hint)
+    version = manifest.get("format_version")
+    loader = _LOADERS.get(version) if isinstance(version, int) else None
+    if loader is None or version != FORMAT_VERSION:
+        raise DriftError(
+            f"reference format_version {version!r}, this paritygate writes {FORMAT_VERSION}: the reference is tainted",
+            where=str(path), hint=hint)
+    if manifest.get("digest") != manifest_digest(manifest):
+        raise DriftError("manifest was edited by hand (its digest does not match its content)", where=str(path), hint=hint)
+    return loader(folder, manifest)
+
+
+# --------------------------------------------------------------------------------------------
+# Diff
+
+
+def diff_outputs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two flattened output sets."""
+    import numpy as np
+
+    lines = []
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            lines.append(f"output {name}: removed")
+            continue
+        if name not in old:
+            lines.append(f"output {name}: added {new[name].dtype}{list(new[name].shape)}")
+            continue
+        a, b = old[name], new[name]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            lines.append(f"output {name}: {a.dtype}{list(a.shape)} -> {b.dtype}{list(b.shape)}")
+            continue
+        if a.tobytes() == b.tobytes():
+            continue
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        worst = np.unravel_index(int(np.nanargmax(diff)), diff.shape) if diff.size else ()
+        lines.append(
+            f"output {name}: {int(np.count_nonzero(diff))} of {diff.size} elements changed, "
+            f"max |old - new| = {float(np.nanmax(diff)):.6g} at {tuple(int(i) for i in worst)}"
+        )
+    return lines
+
+
+def _diff(old: Reference | None, old_error: str | None, manifest: dict[str, Any],
+          outputs: dict[str, dict[str, Any]]) -> list[str]:
+    if old is None:
+        return [f"previous reference unreadable ({old_error}); it will be replaced"] if old_error else []
+    lines = []
+    for case in sorted(set(old.cases) | set(manifest["cases"])):
+        if case not in manifest["cases"]:
+            lines.append(f"case {case}: removed")
+            continue
+        if case not in old.cases:
+            lines.append(f"case {case}: added")
+            continue
+        if old.cases[case].get("input_sha256") != manifest["cases"][case]["input_sha256"]:
+            lines.append(f"case {case}: input changed")
+        try:
+            previous = old.outputs(case)
+        except DriftError as exc:
+            lines.append(f"case {case}: previous outputs unreadable ({exc.message})")
+            continue
+        lines.extend(f"case {case}: {line}" for line in diff_outputs(previous, outputs[case]))
+    if old.pins != manifest["pins"]:
+        lines.append(f"pins: {json.dumps(old.pins, sort_keys=True)} -> {json.dumps(manifest['pins'], sort_keys=True)}")
+    old_pkgs = old.provenance.get("packages", {})
+    new_pkgs = manifest["provenance"].get("packages", {})
+    for name in sorted(set(old_pkgs) | set(new_pkgs)):
+        if old_pkgs.get(name) != new_pkgs.get(name):
+            lines.append(f"provenance: {name} {old_pkgs.get(name)} -> {new_pkgs.get(name)}")
+    old_git = (old.provenance.get("git") or {}).get("revision")
+    new_git = (manifest["provenance"].get("git") or {}).get("revision")
+    if old_git != new_git:
+        lines.append(f"provenance: git revision {old_git} -> {new_git}")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Recording
+
+
+@dataclass
+class RecordResult:
+    folder: Path
+    manifest: dict[str, Any]
+    diff: list[str]  # against the previous reference; empty when identical or none existed
+    replaced: bool  # a previous reference existed
+    written: bool  # False for a dry run
+
+
+@contextlib.contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    import fcntl
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = folder.parent / f".{folder.name}.lock"
+    with open(lock_path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError("another record of this reference is running", where=str(folder)) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _check_before_record(spec: Spec) -> None:
+    from .results import DriftItem  # noqa: F401  (documented shape of the items listed below)
+
+    problems = []
+    for case in spec.cases.values():
+        if not case.path.is_file():
+            problems.append(f"case {case.name}: input file {case.path} is missing")
+            continue
+        observed = sha256_file(case.path)
+        if observed != case.sha256:
+            problems.append(f"case {case.name}: input sha256 {observed[:12]}… differs from the pin {case.sha256[:12]}…")
+    ref = spec.reference
+    for package, pinned in ref.package_pins.items():
+        holds, installed = check_package_pin(package, pinned)
+        if not holds:
+            problems.append(f"runner {ref.name}: package {package} pinned {pinned}, installed {installed}")
+    for rel, pinned, observed in check_file_pins(spec.root, ref.file_pins):
+        problems.append(f"runner {ref.name}: file {rel} sha256 {observed and observed[:12]} differs from the pin {pinned[:12]}…")
+    if problems:
+        raise DriftError("cannot record: " + "; ".join(problems), where=str(spec.path),
+                         hint="fix the pins in the spec or the environment, then record")
+
+
+def record(spec: Spec, *, dry_run: bool = False,
+           progress: Callable[[str, int, int], None] | None = None) -> RecordResult:
+    """Run the reference on every case and write the reference atomically.
+
+    Raises DriftError (case inputs or the reference's pins disagree with the spec), RecordError
+    (the reference runner failed or produced an undeclared output). Nothing is overwritten then.
+    """
+    from .runners import RunFailure, make_runner
+
+    _check_before_record(spec)
+    folder = spec.references
+    runner = spec.reference
+    outputs: dict[str, dict[str, Any]] = {}
+    seconds: dict[str, float] = {}
+    active = make_runner(runner, spec)
+    try:
+        active.activate()
+        for i, case in enumerate(spec.cases.values()):
+            if progress:
+                progress(case.name, i, len(spec.cases))
+            result = active.run(case)
+            undeclared = [name for name in result.outputs if not spec.declared(name)]
+            if undeclared:
+                raise RecordError(
+                    f"reference runner {runner.name} produced outputs not declared in the spec's outputs: {', '.join(undeclared)}",
+                    where=str(spec.path))
+            outputs[case.name] = result.outputs
+            seconds[case.name] = result.seconds
+        if progress:
+            progress("", len(spec.cases), len(spec.cases))
+    except RunFailure as exc:
+        raise RecordError(f"the reference failed, nothing was written: {exc.describe()}", where=str(spec.path)) from None
+    finally:
+        active.deactivate()
+
+    old: Reference | None = None
+    old_error = None
+    if (folder / MANIFEST).exists():
+        try:
+            old = load_reference(spec)
+        except DriftError as exc:
+            old_error = exc.message
+
+    with _lock(folder):
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())
+            manifest = _write(spec, tmp, outputs, seconds)
+            diff = _diff(old, old_error, manifest, outputs)
+            if dry_run:
+                return RecordResult(folder, manifest, diff, replaced=folder.exists(), written=False)
+            replaced = folder.exists()
+            if replaced:
+                retired = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
+                os.rmdir(retired)
+                os.rename(folder, retired)
+                try:
+                    os.rename(tmp, folder)
+                except BaseException:
+                    os.rename(retired, folder)
+                    raise
+                shutil.rmtree(retired, ignore_errors=True)
+            else:
+                os.rename(tmp, folder)
+            return RecordResult(folder, manifest, diff, replaced=replaced, written=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: dict[str, float]) -> dict[str, Any]:
+    from safetensors.numpy import save_file
+
+    import numpy as np
+
+    (tmp / "outputs").mkdir()
+    files: dict[str, str] = {}
+    cases: dict[str, Any] = {}
+    for case_name, tree in outputs.items():
+        rel = f"outputs/{case_name}.safetensors"
+        tensors = {name: np.ascontiguousarray(array) for name, array in tree.items()}
+        try:
+            save_file(tensors, str(tmp / rel), metadata={"format": FORMAT, "format_version": str(FORMAT_VERSION), "case": case_name})
+        except Exception as exc:  # e.g. a dtype safetensors cannot store
+            raise RecordError(f"cannot store the outputs of case {case_name} as safetensors: {exc}") from None
+        with open(tmp / rel, "rb") as handle:
+            os.fsync(handle.fileno())
+        files[rel] = sha256_file(tmp / rel)
+        case = spec.cases[case_name]
+        cases[case_name] = {
+            "input_sha256": case.sha256,
+            "input": str(case.path.relative_to(spec.root)),
+            "file": rel,
+            "seconds": round(seconds[case_name], 6),
+            "outputs": {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in sorted(tree.items())},
+        }
+    runner = spec.reference
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created": utc_now(),
+        "spec": spec.path.name,
+        "runner": runner.name,
+        "files": files,
+        "cases": cases,
+        "pins": {"runner": runner.pins, "spec": spec.pins},
+        "provenance": capture(root=spec.root, runner=runner, spec_pins=spec.pins),
+    }
+    manifest["digest"] = manifest_digest(manifest)
+    atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

@@ -1,0 +1,491 @@
+"""Runners turn a case into named outputs, with one lifecycle: activate, run(case), deactivate.
+
+Two kinds are equal citizens:
+
+- in-process Python callables (``module:function``, or a ``factory`` called once at activation
+  that returns the callable), imported with the spec's folder on ``sys.path``;
+- commands run as subprocesses under the versioned protocol of ``docs/subprocess-protocol.md``
+  (argv template with ``{case}`` and ``{out}``; named outputs written as JSON, npz or safetensors),
+  so a Swift or C++ port takes part without Python.
+
+Outputs come back flattened to ``{"name/inner": numpy array}`` and pass through the runner's output
+mapping (rename, transpose, slice, cast) so that implementations with different layouts compare
+element for element. A failing run raises :class:`RunFailure` (crash, timeout, unparseable output)
+with the runner's stderr: the gate records it as a failure, never as a spec error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import InputError
+from .spec import Case, OutputMap, Runner, Spec
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "RunFailure",
+    "RunResult",
+    "ActiveRunner",
+    "PythonRunner",
+    "SubprocessRunner",
+    "make_runner",
+    "flatten_tree",
+    "apply_maps",
+    "load_case_file",
+    "read_output_file",
+]
+
+# The subprocess protocol's version, handed to commands as PARITYGATE_PROTOCOL.
+# History: 1 — argv template with {case} {out}; outputs as JSON / npz / safetensors at {out}.
+PROTOCOL_VERSION = 1
+STDERR_KEEP = 8192  # bytes of stderr kept for the report (the tail, where the error usually is)
+
+
+class RunFailure(Exception):
+    """A runner did not produce usable outputs: a gate failure (exit 1), not a user error."""
+
+    def __init__(self, runner: str, case: str | None, kind: str, message: str, stderr: str = ""):
+        self.runner = runner
+        self.case = case
+        self.kind = kind  # "crash", "timeout", "unparseable", "import"
+        self.message = message
+        self.stderr = stderr
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = f"runner {self.runner}" + (f", case {self.case}" if self.case else "")
+        text = f"{where}: {self.kind}: {self.message}"
+        if self.stderr.strip():
+            text += "\n--- stderr ---\n" + self.stderr.rstrip()
+        return text
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, Any]  # canonical name -> numpy array
+    seconds: float
+    stderr: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Output trees
+
+
+def _to_numpy(value: Any, path: str) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (bool, int, float, np.generic)):
+        return np.asarray(value)
+    module = type(value).__module__.split(".")[0]
+    if module == "torch":
+        return value.detach().cpu().numpy()
+    if module == "mlx":
+        return np.asarray(value)
+    if module in ("jax", "jaxlib"):
+        return np.asarray(value)
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    raise InputError(f"output {path!r} is a {type(value).__name__}, not an array or number")
+
+
+def flatten_tree(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts / lists / tuples of arrays and numbers as ``{"a/b/0": numpy array}``.
+
+    A list or tuple of numbers (rectangular) is one array leaf, as JSON writes arrays; any other
+    list or tuple is indexed. A bare array or number is the single output ``"output"``.
+    """
+    import numpy as np
+
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if not node and path:
+                raise InputError(f"output {path!r} is an empty table")
+            for key, value in node.items():
+                walk(value, f"{path}/{key}" if path else str(key))
+            return
+        if isinstance(node, (list, tuple)):
+            try:
+                array = np.asarray(node)
+            except ValueError:  # ragged
+                array = None
+            if array is not None and array.dtype.kind in "biuf":
+                out[path or "output"] = array
+                return
+            for i, value in enumerate(node):
+                walk(value, f"{path}/{i}" if path else str(i))
+            return
+        if node is None or isinstance(node, (str, bytes)):
+            raise InputError(f"output {path or 'output'!r} is {type(node).__name__}, not a number or array")
+        array = _to_numpy(node, path)
+        if array.dtype.kind not in "biuf" and str(array.dtype) not in ("bfloat16",):
+            raise InputError(f"output {path or 'output'!r} has dtype {array.dtype}, not numeric")
+        out[path or "output"] = array
+
+    walk(tree, prefix)
+    return out
+
+
+def apply_maps(outputs: dict[str, Any], maps: dict[str, OutputMap], cast: str = "none") -> dict[str, Any]:
+    """Rename, transpose, slice and cast a runner's flattened outputs into canonical names."""
+    import numpy as np
+
+    result = dict(outputs)
+    for m in maps.values():
+        if m.source not in outputs:
+            raise InputError(f"output mapping for {m.name!r} reads {m.source!r}, which the runner did not produce (it produced: {', '.join(sorted(outputs))})")
+    for m in maps.values():
+        result.pop(m.source, None)
+    for m in maps.values():
+        array = outputs[m.source]
+        if m.transpose is not None:
+            if array.ndim != len(m.transpose):
+                raise InputError(f"output {m.source!r} has {array.ndim} axes; transpose {list(m.transpose)} needs {len(m.transpose)}")
+            array = np.transpose(array, m.transpose)
+        if m.slice is not None:
+            try:
+                array = array[m.slice]
+            except IndexError as exc:
+                raise InputError(f"slice {m.slice_text!r} does not fit output {m.source!r} of shape {array.shape}: {exc}") from None
+        if m.cast:
+            array = array.astype(_dtype(m.cast))
+        result[m.name] = np.ascontiguousarray(array)
+    if cast not in ("none", "reference"):
+        result = {k: v.astype(_dtype(cast)) for k, v in result.items()}
+    return result
+
+
+def _dtype(name: str) -> Any:
+    import numpy as np
+
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes
+
+        return getattr(ml_dtypes, name)
+    return np.dtype(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+
+def load_case_file(path: str | Path) -> Any:
+    """A case file's inputs: dict of arrays (npz, safetensors), array (npy), JSON data, or bytes."""
+    import numpy as np
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        if suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if suffix == ".safetensors":
+            from safetensors.numpy import load_file
+
+            return load_file(str(path))
+        if suffix == ".json":
+            return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read case file: {exc}", where=str(path)) from None
+    return path.read_bytes()
+
+
+def read_output_file(path: Path, output_format: str) -> dict[str, Any]:
+    """Parse a runner's output file (protocol v1) into flattened numpy outputs. Raises ValueError."""
+    import numpy as np
+
+    if output_format == "json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("the JSON output must be an object of named outputs")
+        try:
+            return flatten_tree(data)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+    if output_format == "npz":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        except Exception as exc:  # zipfile / format errors come in many types
+            raise ValueError(f"not a readable npz file: {exc}") from None
+    if output_format == "safetensors":
+        from safetensors.numpy import load_file
+
+        try:
+            return dict(load_file(str(path)))
+        except Exception as exc:  # safetensors raises its own error types
+            raise ValueError(f"not a readable safetensors file: {exc}") from None
+    raise ValueError(f"unknown output format {output_format!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Runners
+
+
+def _seed(seed: int | None) -> None:
+    """Seed the global generators of Python, numpy and of frameworks already imported."""
+    if seed is None:
+        return
+    random.seed(seed)
+    import numpy as np
+
+    np.random.seed(seed % 2**32)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+    if "mlx.core" in sys.modules:
+        sys.modules["mlx.core"].random.seed(seed)
+
+
+class ActiveRunner:
+    """The lifecycle every runner shares. Use as a context manager or call activate/deactivate."""
+
+    def __init__(self, runner: Runner, spec: Spec):
+        self.runner = runner
+        self.spec = spec
+        self.name = runner.name
+        self.active = False
+
+    def __enter__(self) -> "ActiveRunner":
+        self.activate()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.deactivate()
+
+    def activate(self) -> None:
+        self.active = True
+
+    def deactivate(self) -> None:
+        self.active = False
+
+    def run(self, case: Case) -> RunResult:
+        raise NotImplementedError
+
+    def _finish(self, raw: dict[str, Any], case: Case, seconds: float, stderr: str = "") -> RunResult:
+        try:
+            outputs = apply_maps(raw, self.runner.maps, self.runner.cast)
+        except InputError as exc:
+            raise RunFailure(self.name, case.name, "unparseable", exc.message, stderr) from None
+        return RunResult(outputs, seconds, stderr)
+
+
+_IMPORTED: dict[str, int] = {}  # top-level module of a spec folder -> source mtime when imported
+
+
+class PythonRunner(ActiveRunner):
+    """An in-process callable. The spec's folder is on sys.path while the runner is active."""
+
+    def __init__(self, runner: Runner, spec: Spec):
+        super().__init__(runner, spec)
+        self.function: Callable[..., Any] | None = None
+        self._added_path = False
+
+    def _resolve(self, target: str) -> Callable[..., Any]:
+        module_name, attr = target.split(":")
+        top = module_name.split(".")[0]
+        loaded = sys.modules.get(top)
+        local = [p for p in (self.spec.root / f"{top}.py", self.spec.root / top / "__init__.py") if p.exists()]
+        if loaded is not None and local:
+            origin = Path(getattr(loaded, "__file__", "") or "").resolve()
+            stamp = local[0].stat().st_mtime_ns
+            if origin != local[0].resolve() or _IMPORTED.get(top) != stamp:
+                # Another project's module of the same name is cached, or the project's source
+                # changed since it was imported (a long-lived process such as a test session):
+                # import the spec's own, current code.
+                for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+                    del sys.modules[name]
+        if local:
+            _IMPORTED[top] = local[0].stat().st_mtime_ns
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise RunFailure(self.name, None, "import", f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+        function = module
+        for part in attr.split("."):
+            function = getattr(function, part, None)
+            if function is None:
+                raise RunFailure(self.name, None, "import", f"{module_name!r} has no attribute {attr!r}")
+        if not callable(function):
+            raise RunFailure(self.name, None, "import", f"{target!r} is not callable")
+        return function
+
+    def activate(self) -> None:
+        root = str(self.spec.root)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+            self._added_path = True
+        if self.runner.callable:
+            self.function = self._resolve(self.runner.callable)
+        else:
+            factory = self._resolve(self.runner.factory or "")
+            _seed(self.runner.seed)
+            try:
+                self.function = factory(**self.runner.options)
+            except Exception as exc:
+                raise RunFailure(self.name, None, "crash", f"factory {self.runner.factory} raised {type(exc).__name__}: {exc}") from None
+            if not callable(self.function):
+                raise RunFailure(self.name, None, "import", f"factory {self.runner.factory} returned a {type(self.function).__name__}, not a callable")
+        super().activate()
+
+    def deactivate(self) -> None:
+        close = getattr(self.function, "close", None)
+        if self.runner.factory and callable(close):
+            close()
+        self.function = None
+        if self._added_path:
+            try:
+                sys.path.remove(str(self.spec.root))
+            except ValueError:
+                pass
+            self._added_path = False
+        super().deactivate()
+
+    def run(self, case: Case) -> RunResult:
+        if self.function is None:
+            raise RuntimeError(f"runner {self.name} is not active")
+        if self.runner.pass_as == "path":
+            argument: Any = str(case.path)
+        elif self.runner.pass_as == "inputs":
+            argument = case.load()
+        else:
+            argument = case
+        _seed(self.runner.seed)
+        start = time.perf_counter()
+        try:
+            tree = self.function(argument)
+            raw = flatten_tree(tree)
+        except InputError as exc:
+            raise RunFailure(self.name, case.name, "unparseable", exc.message) from None
+        except Exception as exc:
+            import traceback
+
+            tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+            raise RunFailure(self.name, case.name, "crash", f"{type(exc).__name__}: {exc}", tail) from None
+        seconds = time.perf_counter() - start
+        return self._finish(raw, case, seconds)
+
+
+class SubprocessRunner(ActiveRunner):
+    """A command speaking protocol v1 (docs/subprocess-protocol.md)."""
+
+    def __init__(self, runner: Runner, spec: Spec):
+        super().__init__(runner, spec)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def output_format(self) -> str:
+        return self.runner.output_format or "json"
+
+    def activate(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"paritygate-{self.name}-")
+        super().activate()
+
+    def deactivate(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        super().deactivate()
+
+    def argv(self, case: Case, out: Path) -> list[str]:
+        values = {
+            "{case}": str(case.path),
+            "{out}": str(out),
+            "{case_name}": case.name,
+            "{format}": self.output_format,
+            "{python}": sys.executable,
+            "{root}": str(self.spec.root),
+        }
+        argv = []
+        for part in self.runner.command or ():
+            for placeholder, value in values.items():
+                part = part.replace(placeholder, value)
+            argv.append(part)
+        return argv
+
+    def run(self, case: Case) -> RunResult:
+        if self._tmp is None:
+            raise RuntimeError(f"runner {self.name} is not active")
+        folder = Path(tempfile.mkdtemp(dir=self._tmp.name, prefix=f"{case.name}-"))
+        out = folder / f"outputs.{self.output_format}"
+        env = dict(os.environ)
+        env.update(self.runner.env)
+        env.update(
+            PARITYGATE_PROTOCOL=str(PROTOCOL_VERSION),
+            PARITYGATE_CASE=str(case.path),
+            PARITYGATE_CASE_NAME=case.name,
+            PARITYGATE_OUT=str(out),
+            PARITYGATE_FORMAT=self.output_format,
+        )
+        if self.runner.seed is not None:
+            env["PARITYGATE_SEED"] = str(self.runner.seed)
+        argv = self.argv(case, out)
+        cwd = self.runner.cwd or self.spec.root
+        start = time.perf_counter()
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # so a timeout ends the command and its children
+            )
+        except OSError as exc:
+            raise RunFailure(self.name, case.name, "crash", f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+        try:
+            _, stderr_bytes = process.communicate(timeout=self.runner.timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, stderr_bytes = process.communicate()
+            stderr = _tail(stderr_bytes)
+            raise RunFailure(self.name, case.name, "timeout", f"no result within {self.runner.timeout:g} s (killed)", stderr) from None
+        seconds = time.perf_counter() - start
+        stderr = _tail(stderr_bytes)
+        if process.returncode != 0:
+            raise RunFailure(self.name, case.name, "crash", f"exited with status {process.returncode}", stderr)
+        if not out.is_file():
+            raise RunFailure(self.name, case.name, "unparseable", f"wrote no output file at {{out}} ({self.output_format})", stderr)
+        try:
+            raw = read_output_file(out, self.output_format)
+        except ValueError as exc:
+            raise RunFailure(self.name, case.name, "unparseable", str(exc), stderr) from None
+        return self._finish(raw, case, seconds, stderr)
+
+
+def _tail(data: bytes | None) -> str:
+    if not data:
+        return ""
+    text = data[-STDERR_KEEP:].decode("utf-8", errors="replace")
+    if len(data) > STDERR_KEEP:
+        text = "[...]" + text
+    return text
+
+
+def make_runner(runner: Runner, spec: Spec) -> ActiveRunner:
+    """The runner for a spec entry (not yet active)."""
+    if runner.kind == "python":
+        return PythonRunner(runner, spec)
+    return SubprocessRunner(runner, spec)

@@ -1,0 +1,772 @@
+"""The parity spec: one TOML file that declares cases, runners, pins and claims.
+
+A spec is a standalone file (e.g. ``parity.toml``) or the ``[tool.paritygate]`` table of a
+``pyproject.toml``. It is read with :mod:`tomllib`, validated against the schema below, and every
+error names the file, the key and what was expected. Unknown keys are rejected (a typo in a bound's
+key must not silently leave the claim unenforced). Every path is relative to the spec's folder and
+may not leave it. The loaded :class:`Spec` keeps its source path and the table prefix, and claims
+are keyed by id (``[claims.<id>]``), so tools that later edit the spec (calibration writing bounds)
+address the same keys with tomlkit and keep comments and layout: see :func:`update_claim`.
+
+The format is documented in ``docs/spec.md``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import SpecError
+
+__all__ = [
+    "SPEC_FORMAT_VERSION",
+    "METRICS",
+    "Case",
+    "OutputMap",
+    "Runner",
+    "Claim",
+    "HardwareClass",
+    "Spec",
+    "load_spec",
+    "find_spec",
+    "update_claim",
+    "parse_slice",
+    "NOOP_STORED_REASON",
+]
+
+SPEC_FORMAT_VERSION = 1
+
+# metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
+METRICS: dict[str, tuple[str, str]] = {
+    "exact": ("element", "max"),  # byte equality; bound must be 0
+    "max_abs": ("element", "max"),
+    "max_rel": ("element", "max"),
+    "ulp": ("element", "max"),
+    "max_edge_delta": ("edge", "max"),
+    "cosine": ("output", "min"),
+    "mean_abs": ("output", "max"),
+    "ssim": ("output", "min"),
+    "psnr": ("output", "min"),
+    "accuracy": ("dataset", "min"),
+    "ece": ("dataset", "max"),
+    "agreement": ("dataset", "min"),
+    "p50_ms": ("speed", "max"),
+    "p90_ms": ("speed", "max"),
+}
+SCOPES = ("element", "edge", "output", "dataset", "speed")
+ORACLES = ("drift", "no-op", "equivalence", "approximation")
+MODES = ("stored", "paired")
+STATUSES = ("calibrated", "provisional")
+ROLES = ("reference", "candidate", "adapter")
+OUTPUT_FORMATS = ("json", "npz", "safetensors")
+PASS_STYLES = ("case", "path", "inputs")
+
+NOOP_STORED_REASON = (
+    "a no-op claim is byte equality between the baseline and the candidate, and byte equality "
+    "holds only between two paths run back to back in one process: a stored golden file records "
+    "the script that made it, not only the math (the callback class, the process structure, the "
+    "library versions), so it fails for reasons unrelated to the candidate and passes by luck. "
+    'Use mode = "paired"'
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+# --------------------------------------------------------------------------------------------
+# Data model
+
+
+@dataclass(frozen=True)
+class Case:
+    """One canonical input, pinned by sha256. ``labels`` feed dataset-level claims."""
+
+    name: str
+    path: Path  # absolute
+    sha256: str
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> Any:
+        return self.labels.get("label")
+
+    def load(self) -> Any:
+        """The case's inputs: a dict of arrays (npz / safetensors), an array (npy), parsed JSON,
+        or the raw bytes for any other file type."""
+        from .runners import load_case_file
+
+        return load_case_file(self.path)
+
+
+@dataclass(frozen=True)
+class OutputMap:
+    """How one runner output becomes the canonical output ``name``."""
+
+    name: str
+    source: str  # the name the runner produces
+    transpose: tuple[int, ...] | None = None
+    slice: tuple[Any, ...] | None = None
+    slice_text: str | None = None
+    cast: str | None = None
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A reference, a candidate, or an adapter (another entry point of a candidate)."""
+
+    name: str
+    role: str
+    kind: str  # "python" or "subprocess"
+    callable: str | None = None  # module:function (python)
+    factory: str | None = None  # module:function returning the callable (python)
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
+    pass_as: str = "case"
+    command: tuple[str, ...] | None = None  # argv template (subprocess)
+    output_format: str | None = None
+    timeout: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    adapter_of: str | None = None
+    maps: dict[str, OutputMap] = field(default_factory=dict)  # by canonical name
+    cast: str = "none"  # "none", "reference" or a dtype name
+    pins: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+
+    @property
+    def package_pins(self) -> dict[str, str]:
+        return dict(self.pins.get("packages", {}))
+
+    @property
+    def file_pins(self) -> dict[str, str]:
+        return dict(self.pins.get("files", {}))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A published number: the gate's bound is the claim's bound; there is no second number."""
+
+    id: str
+    outputs: tuple[str, ...]
+    metric: str
+    bound: float
+    unit: str
+    scope: str
+    direction: str  # "max" or "min"
+    oracle: str
+    mode: str
+    status: str
+    hardware: str
+    candidates: tuple[str, ...]
+    basis: dict[str, Any] = field(default_factory=dict)
+    published: tuple[str, ...] = ()
+    description: str = ""
+    params: dict[str, Any] = field(default_factory=dict)  # metric parameters (bins, data_range, label)
+
+    def covers(self, output: str) -> bool:
+        return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
+
+    def holds(self, observed: float | None) -> bool:
+        if observed is None or (isinstance(observed, float) and math.isnan(observed)):
+            return False
+        return observed <= self.bound if self.direction == "max" else observed >= self.bound
+
+
+@dataclass(frozen=True)
+class HardwareClass:
+    """Conditions (globs) the current machine must meet to belong to the class."""
+
+    name: str
+    conditions: dict[str, str]
+
+
+@dataclass
+class Spec:
+    path: Path  # the file the spec was read from (parity.toml or pyproject.toml)
+    root: Path  # the spec's folder: every path is relative to it and stays inside it
+    table: tuple[str, ...]  # () for a standalone file, ("tool", "paritygate") in pyproject.toml
+    format_version: int
+    name: str
+    references: Path
+    reports: Path
+    outputs: tuple[str, ...]
+    cases: dict[str, Case]
+    runners: dict[str, Runner]
+    claims: dict[str, Claim]
+    hardware: dict[str, HardwareClass]
+    pins: dict[str, Any] = field(default_factory=dict)  # project-wide pins recorded with references
+
+    @property
+    def reference(self) -> Runner:
+        return next(r for r in self.runners.values() if r.role == "reference")
+
+    @property
+    def candidates(self) -> list[Runner]:
+        return [r for r in self.runners.values() if r.role == "candidate"]
+
+    def adapters_of(self, candidate: str) -> list[Runner]:
+        return [r for r in self.runners.values() if r.role == "adapter" and r.adapter_of == candidate]
+
+    def declared(self, output: str) -> bool:
+        return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
+
+    def key(self, *parts: str) -> str:
+        """The dotted key of a spec entry as written in the file (for messages)."""
+        return ".".join((*self.table, *parts))
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def find_spec(start: str | Path = ".") -> Path:
+    """The spec to use when none is named: parity.toml, else a pyproject.toml with [tool.paritygate]."""
+    folder = Path(start)
+    for candidate in (folder / "parity.toml", folder / "pyproject.toml"):
+        if candidate.name == "parity.toml" and candidate.is_file():
+            return candidate
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue
+            if "paritygate" in data.get("tool", {}):
+                return candidate
+    raise SpecError(
+        "no spec found (parity.toml, or [tool.paritygate] in pyproject.toml)", where=str(folder)
+    )
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec. Raises :class:`SpecError` naming file, key and expectation."""
+    path = Path(path)
+    if path.is_dir():
+        path = find_spec(path)
+    if not path.is_file():
+        raise SpecError("spec file not found", where=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
+    table: tuple[str, ...] = ()
+    if path.name == "pyproject.toml":
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict) or "paritygate" not in tool:
+            raise SpecError("no [tool.paritygate] table", where=str(path))
+        data = tool["paritygate"]
+        table = ("tool", "paritygate")
+    return _Validator(path.resolve(), table).spec(data)
+
+
+class _Validator:
+    def __init__(self, path: Path, table: tuple[str, ...]):
+        self.path = path
+        self.root = path.parent
+        self.table = table
+
+    # -- helpers ---------------------------------------------------------------------------
+    def error(self, key: str, message: str) -> SpecError:
+        full = ".".join((*self.table, key)) if key else ".".join(self.table)
+        where = f"{self.path}: {full}" if full else str(self.path)
+        return SpecError(message, where=where)
+
+    def table_of(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected a table, got {_kind(value)}")
+        return value
+
+    def keys(self, data: dict[str, Any], key: str, allowed: Iterable[str], required: Iterable[str] = ()):
+        allowed = set(allowed)
+        for name in data:
+            if name not in allowed:
+                prefix = f"{key}." if key else ""
+                raise self.error(
+                    f"{prefix}{name}",
+                    f"unknown key; expected one of: {', '.join(sorted(allowed))}",
+                )
+        for name in required:
+            if name not in data:
+                prefix = f"{key}." if key else ""
+                raise self.error(f"{prefix}{name}", "required key is missing")
+
+    def string(self, data: dict[str, Any], key: str, name: str, default: Any = ...) -> Any:
+        if name not in data:
+            if default is ...:
+                raise self.error(f"{key}.{name}" if key else name, "required key is missing")
+            return default
+        value = data[name]
+        if not isinstance(value, str) or not value:
+            raise self.error(f"{key}.{name}" if key else name, f"expected a non-empty string, got {_kind(value)}")
+        return value
+
+    def choice(self, data: dict[str, Any], key: str, name: str, choices: Iterable[str], default: Any = ...) -> Any:
+        value = self.string(data, key, name, default)
+        choices = tuple(choices)
+        if value is not default and value not in choices:
+            raise self.error(f"{key}.{name}", f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise self.error(key, f"expected a non-empty list of strings, got {_kind(value)}")
+        return tuple(value)
+
+    def number(self, value: Any, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, f"expected a finite number, got {_kind(value)}")
+        return float(value)
+
+    def inside(self, value: Any, key: str, *, must_exist: bool = False) -> Path:
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"expected a relative path (string), got {_kind(value)}")
+        candidate = Path(value)
+        if candidate.is_absolute():
+            raise self.error(key, f"path {value!r} is absolute; paths are relative to the spec's folder")
+        resolved = (self.root / candidate).resolve()
+        try:
+            resolved.relative_to(self.root)
+        except ValueError:
+            raise self.error(
+                key, f"path {value!r} escapes the spec's folder {self.root}"
+            ) from None
+        if must_exist and not resolved.exists():
+            raise self.error(key, f"path {value!r} does not exist (in {self.root})")
+        return resolved
+
+    def target(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or value.count(":") != 1 or not all(value.split(":")):
+            raise self.error(key, f"expected 'module:function', got {value!r}")
+        return value
+
+    # -- sections --------------------------------------------------------------------------
+    def spec(self, data: Any) -> Spec:
+        data = self.table_of(data, "")
+        self.keys(
+            data,
+            "",
+            ("format_version", "name", "references", "reports", "outputs", "cases", "runners",
+             "claims", "hardware", "pins"),
+            required=("format_version", "outputs", "cases", "runners", "claims"),
+        )
+        version = data["format_version"]
+        if version != SPEC_FORMAT_VERSION or isinstance(version, bool):
+            raise self.error(
+                "format_version",
+                f"this paritygate reads spec format_version = {SPEC_FORMAT_VERSION}, got {version!r}",
+            )
+        name = self.string(data, "", "name", self.root.name)
+        references = self.inside(data.get("references", "references"), "references")
+        reports = self.inside(data.get("reports", "parity-reports"), "reports")
+        outputs = self.strings(data["outputs"], "outputs")
+        pins = self.table_of(data.get("pins", {}), "pins")
+        hardware = {
+            hw_name: self.hardware(hw_name, value)
+            for hw_name, value in self.table_of(data.get("hardware", {}), "hardware").items()
+        }
+        cases_table = self.table_of(data["cases"], "cases")
+        if not cases_table:
+            raise self.error("cases", "expected at least one case")
+        cases = {case_name: self.case(case_name, value) for case_name, value in cases_table.items()}
+        runners_table = self.table_of(data["runners"], "runners")
+        runners = {rn: self.runner(rn, value, outputs) for rn, value in runners_table.items()}
+        self.check_runners(runners)
+        claims_table = self.table_of(data["claims"], "claims")
+        claims = {
+            cid: self.claim(cid, value, runners, outputs, hardware, cases)
+            for cid, value in claims_table.items()
+        }
+        return Spec(
+            path=self.path,
+            root=self.root,
+            table=self.table,
+            format_version=version,
+            name=name,
+            references=references,
+            reports=reports,
+            outputs=outputs,
+            cases=cases,
+            runners=runners,
+            claims=claims,
+            hardware=hardware,
+            pins=dict(pins),
+        )
+
+    def name_ok(self, value: str, key: str) -> None:
+        if not _NAME.match(value):
+            raise self.error(key, "names may use letters, digits, '_', '-' and '.', starting with a letter or digit")
+
+    def hardware(self, name: str, value: Any) -> HardwareClass:
+        key = f"hardware.{name}"
+        self.name_ok(name, key)
+        data = self.table_of(value, key)
+        self.keys(data, key, ("system", "machine", "cpu", "gpu", "hostname"))
+        if not data:
+            raise self.error(key, "expected at least one condition (system, machine, cpu, gpu, hostname)")
+        return HardwareClass(name, {k: self.string(data, key, k) for k in data})
+
+    def case(self, name: str, value: Any) -> Case:
+        key = f"cases.{name}"
+        self.name_ok(name, key)
+        data = self.table_of(value, key)
+        self.keys(data, key, ("path", "sha256", "label", "labels"), required=("path", "sha256"))
+        path = self.inside(data["path"], f"{key}.path")
+        sha = self.string(data, key, "sha256")
+        if not _HEX64.match(sha):
+            raise self.error(f"{key}.sha256", "expected 64 lowercase hex digits (the file's sha256)")
+        labels = dict(self.table_of(data.get("labels", {}), f"{key}.labels"))
+        if "label" in data:
+            labels["label"] = data["label"]
+        return Case(name, path, sha, labels)
+
+    def runner(self, name: str, value: Any, outputs: tuple[str, ...]) -> Runner:
+        key = f"runners.{name}"
+        self.name_ok(name, key)
+        data = self.table_of(value, key)
+        self.keys(
+            data,
+            key,
+            ("role", "callable", "factory", "options", "pass", "command", "format", "timeout", "env",
+             "cwd", "adapter_of", "map", "cast", "pins", "seed"),
+            required=("role",),
+        )
+        role = self.choice(data, key, "role", ROLES)
+        has_python = "callable" in data or "factory" in data
+        if has_python and "command" in data:
+            raise self.error(key, "a runner is either in-process (callable/factory) or a command, not both")
+        if "callable" in data and "factory" in data:
+            raise self.error(key, "give either callable or factory, not both")
+        if not has_python and "command" not in data:
+            raise self.error(key, "expected callable = 'module:function', factory = ..., or command = [...]")
+        kind = "python" if has_python else "subprocess"
+        python_only = ("options", "pass")
+        command_only = ("format", "env", "cwd")
+        for k in python_only if kind == "subprocess" else command_only:
+            if k in data:
+                raise self.error(f"{key}.{k}", f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners")
+        command = None
+        if kind == "subprocess":
+            raw = data["command"]
+            if isinstance(raw, str):
+                try:
+                    raw = shlex.split(raw)
+                except ValueError as exc:
+                    raise self.error(f"{key}.command", f"cannot split the command: {exc}") from None
+            command = self.strings(raw, f"{key}.command")
+            if not any("{out}" in part for part in command):
+                raise self.error(f"{key}.command", "the argv template must contain {out} (where the runner writes its outputs)")
+            if not any("{case}" in part for part in command):
+                raise self.error(f"{key}.command", "the argv template must contain {case} (the case file's path)")
+        output_format = None
+        if "format" in data:
+            output_format = self.choice(data, key, "format", OUTPUT_FORMATS)
+        timeout = self.number(data.get("timeout", 600), f"{key}.timeout")
+        if timeout <= 0:
+            raise self.error(f"{key}.timeout", "expected a number of seconds > 0")
+        env = self.table_of(data.get("env", {}), f"{key}.env")
+        for k, v in env.items():
+            if not isinstance(v, str):
+                raise self.error(f"{key}.env.{k}", f"expected a string, got {_kind(v)}")
+        cwd = self.inside(data["cwd"], f"{key}.cwd", must_exist=True) if "cwd" in data else None
+        adapter_of = data.get("adapter_of")
+        if role == "adapter":
+            if not isinstance(adapter_of, str):
+                raise self.error(f"{key}.adapter_of", "an adapter names the candidate it is an entry point of")
+        elif adapter_of is not None:
+            raise self.error(f"{key}.adapter_of", 'only runners with role = "adapter" have adapter_of')
+        cast = data.get("cast", "none")
+        if not isinstance(cast, str) or not (cast in ("none", "reference") or _is_dtype(cast)):
+            raise self.error(f"{key}.cast", f"expected 'none', 'reference' or a numpy dtype name, got {cast!r}")
+        maps = {}
+        for out_name, spec_value in self.table_of(data.get("map", {}), f"{key}.map").items():
+            maps[out_name] = self.output_map(f"{key}.map.{out_name}", out_name, spec_value, outputs)
+        pins = self.pins(data.get("pins", {}), f"{key}.pins")
+        seed = data.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise self.error(f"{key}.seed", f"expected an integer, got {_kind(seed)}")
+        options = self.table_of(data.get("options", {}), f"{key}.options")
+        return Runner(
+            name=name,
+            role=role,
+            kind=kind,
+            callable=self.target(data["callable"], f"{key}.callable") if "callable" in data else None,
+            factory=self.target(data["factory"], f"{key}.factory") if "factory" in data else None,
+            options=dict(options),
+            pass_as=self.choice(data, key, "pass", PASS_STYLES, "case"),
+            command=command,
+            output_format=output_format,
+            timeout=timeout,
+            env=dict(env),
+            cwd=cwd,
+            adapter_of=adapter_of,
+            maps=maps,
+            cast=cast,
+            pins=pins,
+            seed=seed,
+        )
+
+    def output_map(self, key: str, name: str, value: Any, outputs: tuple[str, ...]) -> OutputMap:
+        data = self.table_of(value, key)
+        self.keys(data, key, ("from", "transpose", "slice", "cast"))
+        if not any(fnmatch.fnmatchcase(name, p) for p in outputs):
+            raise self.error(key, f"maps to {name!r}, which is not among the declared outputs {list(outputs)}")
+        transpose = None
+        if "transpose" in data:
+            axes = data["transpose"]
+            if (
+                not isinstance(axes, list)
+                or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes)
+                or sorted(axes) != list(range(len(axes)))
+            ):
+                raise self.error(f"{key}.transpose", f"expected a permutation of axes such as [0, 2, 3, 1], got {axes!r}")
+            transpose = tuple(axes)
+        slice_value = slice_text = None
+        if "slice" in data:
+            slice_text = data["slice"]
+            if not isinstance(slice_text, str):
+                raise self.error(f"{key}.slice", f"expected a numpy index such as '0, :, 1:-1', got {_kind(slice_text)}")
+            try:
+                slice_value = parse_slice(slice_text)
+            except ValueError as exc:
+                raise self.error(f"{key}.slice", str(exc)) from None
+        cast = None
+        if "cast" in data:
+            cast = data["cast"]
+            if not isinstance(cast, str) or not _is_dtype(cast):
+                raise self.error(f"{key}.cast", f"expected a numpy dtype name such as 'float32', got {cast!r}")
+        source = self.string(data, key, "from", name)
+        return OutputMap(name, source, transpose, slice_value, slice_text, cast)
+
+    def pins(self, value: Any, key: str) -> dict[str, Any]:
+        data = self.table_of(value, key)
+        for group in ("packages", "files"):
+            if group in data:
+                table = self.table_of(data[group], f"{key}.{group}")
+                for k, v in table.items():
+                    if not isinstance(v, str) or not v:
+                        raise self.error(f"{key}.{group}.{k}", f"expected a string, got {_kind(v)}")
+                    if group == "files":
+                        self.inside(k, f"{key}.files.{k}")
+                        if not _HEX64.match(v):
+                            raise self.error(f"{key}.files.{k}", "expected the file's sha256 (64 lowercase hex digits)")
+        return _plain(data)
+
+    def check_runners(self, runners: dict[str, Runner]) -> None:
+        references = [r.name for r in runners.values() if r.role == "reference"]
+        if len(references) != 1:
+            raise self.error("runners", f"expected exactly one runner with role = \"reference\", found {len(references)}")
+        if not any(r.role == "candidate" for r in runners.values()):
+            raise self.error("runners", 'expected at least one runner with role = "candidate"')
+        for r in runners.values():
+            if r.role == "adapter":
+                target = runners.get(r.adapter_of)
+                if target is None or target.role != "candidate":
+                    raise self.error(f"runners.{r.name}.adapter_of", f"{r.adapter_of!r} is not a candidate runner")
+
+    def claim(self, cid: str, value: Any, runners: dict[str, Runner], outputs: tuple[str, ...],
+              hardware: dict[str, HardwareClass], cases: dict[str, Case]) -> Claim:
+        key = f"claims.{cid}"
+        self.name_ok(cid, key)
+        data = self.table_of(value, key)
+        self.keys(
+            data,
+            key,
+            ("outputs", "metric", "bound", "unit", "scope", "oracle", "mode", "status", "basis",
+             "hardware", "candidates", "published", "description", "params"),
+            required=("outputs", "metric", "bound", "oracle", "status"),
+        )
+        metric = self.choice(data, key, "metric", METRICS)
+        scope, direction = METRICS[metric]
+        if "scope" in data:
+            declared_scope = self.choice(data, key, "scope", SCOPES)
+            if declared_scope != scope:
+                raise self.error(f"{key}.scope", f"metric {metric!r} is measured per {scope}, not per {declared_scope}")
+        bound = self.number(data["bound"], f"{key}.bound")
+        if metric == "exact" and bound != 0:
+            raise self.error(f"{key}.bound", "metric 'exact' is byte equality: the bound must be 0")
+        oracle = self.choice(data, key, "oracle", ORACLES)
+        mode = self.choice(data, key, "mode", MODES, "stored")
+        if oracle == "no-op":
+            if mode == "stored":
+                raise self.error(f"{key}.mode", f"a no-op claim cannot run in stored mode: {NOOP_STORED_REASON}")
+            if metric != "exact":
+                raise self.error(f"{key}.metric", "a no-op claim is byte equality: use metric = \"exact\" with bound = 0")
+        status = self.choice(data, key, "status", STATUSES)
+        basis = dict(self.table_of(data.get("basis", {}), f"{key}.basis"))
+        if status == "calibrated" and not basis:
+            raise self.error(f"{key}.basis", "a calibrated claim states its basis (what was measured, when, on which hardware, over how many cases)")
+        hw = self.string(data, key, "hardware", "any")
+        if hw != "any" and hw not in hardware:
+            raise self.error(f"{key}.hardware", f"unknown hardware class {hw!r}; declare it under [hardware.{hw}] or use 'any'")
+        if scope == "speed" and hw == "any":
+            raise self.error(f"{key}.hardware", "a speed claim holds for one hardware class; name it (timings are meaningless across machines)")
+        candidate_names = [r.name for r in runners.values() if r.role == "candidate"]
+        chosen = self.strings(data["candidates"], f"{key}.candidates") if "candidates" in data else tuple(candidate_names)
+        for c in chosen:
+            if c not in candidate_names:
+                raise self.error(f"{key}.candidates", f"{c!r} is not a candidate runner (candidates: {', '.join(candidate_names)})")
+        patterns = self.strings(data["outputs"], f"{key}.outputs")
+        for pattern in patterns:
+            if not _produced(pattern, outputs, runners):
+                raise self.error(
+                    f"{key}.outputs",
+                    f"{pattern!r} matches no output any runner produces (declared outputs: {', '.join(outputs)})",
+                )
+        params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
+        allowed_params = {"ece": {"bins", "label"}, "accuracy": {"label"}, "ssim": {"data_range"},
+                          "psnr": {"data_range"}, "max_rel": {"rel_eps"}}.get(metric, set())
+        for p in params:
+            if p not in allowed_params:
+                raise self.error(f"{key}.params.{p}", f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}")
+        if metric in ("accuracy", "ece"):
+            label = params.get("label", "label")
+            unlabelled = [c.name for c in cases.values() if label not in c.labels]
+            if unlabelled:
+                raise self.error(f"{key}.metric", f"{metric} needs a label {label!r} on every case; missing on {', '.join(unlabelled)}")
+        published = self.strings(data["published"], f"{key}.published") if "published" in data else ()
+        return Claim(
+            id=cid,
+            outputs=patterns,
+            metric=metric,
+            bound=bound,
+            unit=self.string(data, key, "unit", "") if "unit" in data else "",
+            scope=scope,
+            direction=direction,
+            oracle=oracle,
+            mode=mode,
+            status=status,
+            hardware=hw,
+            candidates=chosen,
+            basis=_plain(basis),
+            published=published,
+            description=data.get("description", "") if isinstance(data.get("description", ""), str) else "",
+            params=_plain(params),
+        )
+
+
+def _produced(pattern: str, outputs: tuple[str, ...], runners: dict[str, Runner]) -> bool:
+    """Whether a claim's output glob can match an output the runners produce (the declared outputs)."""
+    for declared in outputs:
+        if fnmatch.fnmatchcase(declared, pattern) or fnmatch.fnmatchcase(pattern, declared):
+            return True
+        # both globs: compare their literal prefixes
+        lit_d = re.split(r"[*?\[]", declared)[0]
+        lit_p = re.split(r"[*?\[]", pattern)[0]
+        if any(ch in declared for ch in "*?[") and any(ch in pattern for ch in "*?[") and (
+            lit_d.startswith(lit_p) or lit_p.startswith(lit_d)
+        ):
+            return True
+    return False
+
+
+def _is_dtype(name: str) -> bool:
+    import numpy as np
+
+    try:
+        import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 names)
+
+        if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            return True
+    except ImportError:
+        pass
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return np.dtype(name).kind in "biuf"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
+
+
+def _plain(value: Any) -> Any:
+    """tomllib values (datetimes included) as plain JSON-compatible data."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def parse_slice(text: str) -> tuple[Any, ...]:
+    """A numpy basic index written as text ('0, :, 1:-1', '..., ::2') as a tuple of slices."""
+    parts: list[Any] = []
+    for raw in text.split(","):
+        part = raw.strip()
+        if part == "...":
+            parts.append(Ellipsis)
+            continue
+        if ":" in part:
+            pieces = part.split(":")
+            if len(pieces) > 3:
+                raise ValueError(f"cannot read {part!r} as a slice")
+            try:
+                values = [int(p) if p.strip() else None for p in pieces]
+            except ValueError:
+                raise ValueError(f"cannot read {part!r} as a slice (integers only)") from None
+            parts.append(slice(*values))
+            continue
+        try:
+            parts.append(int(part))
+        except ValueError:
+            raise ValueError(f"cannot read {part!r} as an index (integers, ':' slices or '...')") from None
+    if sum(p is Ellipsis for p in parts) > 1:
+        raise ValueError("at most one '...' in an index")
+    return tuple(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Editing (comments and layout kept)
+
+
+def update_claim(spec_path: str | Path, claim_id: str, **fields: Any) -> None:
+    """Set keys of ``[claims.<claim_id>]`` (e.g. ``bound``, ``status``, ``basis``) in place.
+
+    Uses tomlkit so comments and layout survive; the file is replaced atomically, and re-validated
+    before it is: an edit that would make the spec invalid raises SpecError and changes nothing.
+    """
+    import tomlkit
+
+    path = Path(spec_path)
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    root = document
+    if path.name == "pyproject.toml":
+        root = document["tool"]["paritygate"]
+    claims = root.get("claims", {})
+    if claim_id not in claims:
+        raise SpecError(f"no claim {claim_id!r}", where=f"{path}: claims")
+    for key, value in fields.items():
+        claims[claim_id][key] = value
+    text = tomlkit.dumps(document)
+    data = tomllib.loads(text)
+    table: tuple[str, ...] = ()
+    if path.name == "pyproject.toml":
+        data = data["tool"]["paritygate"]
+        table = ("tool", "paritygate")
+    _Validator(path.resolve(), table).spec(data)
+    from .references import atomic_write_text
+
+    atomic_write_text(path, text)

@@ -1,0 +1,184 @@
+"""Recorded references: safetensors + manifest, provenance, atomic writes, diffs, format version."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from paritygate.errors import DriftError, UserError
+from paritygate.provenance import sha256_file
+from paritygate.references import (
+    FORMAT_VERSION,
+    RecordError,
+    _lock,
+    load_reference,
+    manifest_digest,
+    record,
+)
+from paritygate.spec import load_spec
+
+from spec_helpers import TINY_MODEL, TINY_SPEC, make_project
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    return load_spec(make_project(tmp_path))
+
+
+def test_record_writes_safetensors_manifest_and_provenance(tiny):
+    result = record(tiny)
+    assert result.written and not result.replaced and result.diff == []
+    folder = tiny.references
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["digest"] == manifest_digest(manifest)
+    for rel, digest in manifest["files"].items():
+        assert rel.endswith(".safetensors") and sha256_file(folder / rel) == digest
+    assert manifest["cases"]["a"]["input_sha256"] == tiny.cases["a"].sha256
+    assert manifest["cases"]["a"]["outputs"]["y"] == {"dtype": "float64", "shape": [3, 4]}
+    prov = manifest["provenance"]
+    for key in ("date", "python", "os", "cpu", "gpu", "packages", "threads", "git", "runner"):
+        assert key in prov
+    assert prov["packages"]["numpy"] == np.__version__
+    assert prov["runner"]["name"] == "reference" and prov["runner"]["device"] == "cpu"
+    reference = load_reference(tiny)
+    x = np.load(tiny.cases["b"].path)["x"]
+    w = np.random.default_rng(0).standard_normal((8, 4))
+    np.testing.assert_array_equal(reference.outputs("b")["logits"], x @ w)
+    # no pickle: the file is a safetensors header (little-endian length + JSON) and raw data
+    raw = (folder / "outputs" / "a.safetensors").read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    assert json.loads(raw[8 : 8 + header_len])["logits"]["dtype"] == "F64"
+
+
+def test_record_does_not_import_frameworks(tiny):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from paritygate.spec import load_spec; from paritygate.references import record;"
+        f"record(load_spec({str(tiny.path)!r}));"
+        "print(sorted(m for m in ('torch','mlx','jax','onnxruntime','tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_rerecord_shows_a_diff_before_overwriting(tmp_path):
+    path = make_project(tmp_path)
+    record(load_spec(path))
+    same = record(load_spec(path))
+    assert same.replaced and same.diff == []
+    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('"logits": logits}', '"logits": logits + 0.25}', 1))
+    preview = record(load_spec(path), dry_run=True)
+    assert not preview.written
+    assert any("case a: output logits: 12 of 12 elements changed" in line and "0.25" in line for line in preview.diff)
+    # the dry run changed nothing on disk
+    assert load_reference(load_spec(path)).manifest == same.manifest
+    done = record(load_spec(path))
+    assert done.written and done.diff == preview.diff
+
+
+def test_failed_record_leaves_the_old_reference_untouched(tmp_path):
+    path = make_project(tmp_path)
+    spec = load_spec(path)
+    record(spec)
+    before = {p.name: p.read_bytes() for p in spec.references.rglob("*") if p.is_file()}
+    crash_on_b = TINY_MODEL + '''
+
+_reference = reference
+
+
+def reference(case):
+    if case.name == "b":
+        raise MemoryError("out of memory in layer 2")
+    return _reference(case)
+'''
+    (tmp_path / "tiny.py").write_text(crash_on_b)
+    with pytest.raises(RecordError, match="out of memory in layer 2"):
+        record(load_spec(path))
+    after = {p.name: p.read_bytes() for p in spec.references.rglob("*") if p.is_file()}
+    assert after == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # no half-written leftovers
+
+
+def test_concurrent_record_is_refused(tiny):
+    record(tiny)
+    before = (tiny.references / "manifest.json").read_bytes()
+    with _lock(tiny.references):
+        with pytest.raises(UserError, match="another record"):
+            record(tiny)
+    assert (tiny.references / "manifest.json").read_bytes() == before
+
+
+def test_concurrent_records_never_mix(tmp_path):
+    spec = load_spec(make_project(tmp_path))
+    errors = []
+
+    def run():
+        try:
+            record(spec)
+        except UserError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reference = load_reference(spec)  # whatever won, the reference is whole and consistent
+    for rel, digest in reference.files.items():
+        assert sha256_file(spec.references / rel) == digest
+    assert all("another record" in str(e) for e in errors)
+
+
+def test_record_refuses_a_case_whose_input_changed(tmp_path):
+    path = make_project(tmp_path)
+    spec = load_spec(path)
+    np.savez(spec.cases["a"].path, x=np.zeros((3, 8)))
+    with pytest.raises(DriftError, match="case a: input sha256"):
+        record(spec)
+    assert not spec.references.exists()
+
+
+def test_record_refuses_undeclared_outputs(tmp_path):
+    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace('outputs = ["y", "logits"]', 'outputs = ["y"]').replace(
+        'outputs = ["y"]\nmetric', 'outputs = ["y"]\nmetric')))
+    with pytest.raises(RecordError, match="not declared.*logits"):
+        record(spec)
+
+
+def test_other_format_version_is_tainted(tiny):
+    record(tiny)
+    manifest_path = tiny.references / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 0
+    manifest["digest"] = manifest_digest(manifest)
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(DriftError, match="tainted"):
+        load_reference(tiny)
+
+
+def test_hand_edited_manifest_is_detected(tiny):
+    record(tiny)
+    manifest_path = tiny.references / "manifest.json"
+    text = manifest_path.read_text()
+    manifest_path.write_text(text.replace('"runner": "reference"', '"runner": "reference-v2"', 1))
+    with pytest.raises(DriftError, match="edited by hand"):
+        load_reference(tiny)
+
+
+def test_truncated_safetensors_is_a_drift_error(tiny):
+    record(tiny)
+    path = tiny.references / "outputs" / "a.safetensors"
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(DriftError, match="damaged"):
+        load_reference(tiny).outputs("a")
+
+
+def test_missing_reference_says_how_to_record(tiny):
+    with pytest.raises(DriftError) as info:
+        load_reference(tiny)
+    assert "no reference recorded" in info.value.one_line() and "paritygate record" in info.value.one_line()

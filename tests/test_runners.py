@@ -1,0 +1,177 @@
+"""Runners: in-process callables (numpy, MLX) and subprocess commands under protocol v1."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from paritygate.errors import InputError
+from paritygate.runners import (
+    PROTOCOL_VERSION,
+    RunFailure,
+    apply_maps,
+    flatten_tree,
+    make_runner,
+)
+from paritygate.spec import OutputMap, load_spec
+
+from spec_helpers import TINY_SPEC, make_project
+
+SUBPROCESS_SPEC = TINY_SPEC + """
+[runners.cli]
+role = "candidate"
+command = ["{python}", "tiny_cli.py", "{case}", "{out}"]
+format = "npz"
+timeout = 30
+"""
+
+
+def _expected(spec, case):
+    x = np.load(spec.cases[case].path)["x"]
+    w = np.random.default_rng(0).standard_normal((8, 4))
+    return x @ w
+
+
+def test_python_runner_lifecycle_and_outputs(tmp_path):
+    spec = load_spec(make_project(tmp_path))
+    runner = make_runner(spec.runners["reference"], spec)
+    with runner:
+        assert str(spec.root) in sys.path
+        result = runner.run(spec.cases["a"])
+    assert str(spec.root) not in sys.path
+    assert set(result.outputs) == {"y", "logits"}
+    np.testing.assert_array_equal(result.outputs["logits"], _expected(spec, "a"))
+    assert result.seconds >= 0
+
+
+def test_mlx_runner_outputs_become_numpy(tmp_path):
+    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx")))
+    with make_runner(spec.runners["cand"], spec) as runner:
+        result = runner.run(spec.cases["b"])
+    assert isinstance(result.outputs["y"], np.ndarray) and result.outputs["y"].dtype == np.float32
+    np.testing.assert_allclose(result.outputs["logits"], _expected(spec, "b"), atol=1e-5)
+
+
+def test_same_module_name_in_two_projects_is_not_confused(tmp_path):
+    first = load_spec(make_project(tmp_path / "one"))
+    other_model = {"tiny.py": "import numpy as np\ndef reference(case):\n    return {'y': np.ones(2), 'logits': np.ones(2)}\n"}
+    second = load_spec(make_project(tmp_path / "two", modules=other_model))
+    with make_runner(first.reference, first) as r:
+        a = r.run(first.cases["a"]).outputs["y"]
+    with make_runner(second.reference, second) as r:
+        b = r.run(second.cases["a"]).outputs["y"]
+    assert a.shape == (3, 4) and b.tolist() == [1.0, 1.0]
+
+
+def test_python_runner_crash_is_a_run_failure_with_traceback(tmp_path):
+    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_crash")))
+    with make_runner(spec.runners["cand"], spec) as runner:
+        with pytest.raises(RunFailure) as info:
+            runner.run(spec.cases["a"])
+    assert info.value.kind == "crash" and "layer 3 missing" in info.value.describe()
+    assert "candidate_crash" in info.value.stderr  # the traceback's tail
+
+
+def test_missing_callable_fails_at_activation(tmp_path):
+    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:nope")))
+    with pytest.raises(RunFailure, match="no attribute 'nope'"):
+        make_runner(spec.runners["cand"], spec).activate()
+
+
+def test_subprocess_runner_speaks_the_protocol(tmp_path):
+    spec = load_spec(make_project(tmp_path, SUBPROCESS_SPEC))
+    with make_runner(spec.runners["cli"], spec) as runner:
+        result = runner.run(spec.cases["a"])
+    assert result.outputs["y"].dtype == np.float32
+    np.testing.assert_allclose(result.outputs["logits"], _expected(spec, "a"), atol=1e-5)
+    assert PROTOCOL_VERSION == 1
+
+
+def test_subprocess_environment_and_json_output(tmp_path):
+    script = '''
+import json, os, sys
+json.dump({"env": {"protocol": int(os.environ["PARITYGATE_PROTOCOL"]), "seed": int(os.environ["PARITYGATE_SEED"])},
+           "boxes": {"a": [1, 2, 3, 4]}, "name_len": len(os.environ["PARITYGATE_CASE_NAME"])},
+          open(sys.argv[2], "w"))
+'''
+    spec_text = TINY_SPEC + '\n[runners.js]\nrole = "candidate"\ncommand = "{python} js.py {case} {out}"\nseed = 5\n'
+    spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": "", "js.py": script}))
+    with make_runner(spec.runners["js"], spec) as runner:
+        out = runner.run(spec.cases["b"]).outputs
+    assert out["env/protocol"].item() == 1 and out["env/seed"].item() == 5
+    assert out["boxes/a"].tolist() == [1, 2, 3, 4] and out["name_len"].item() == 1
+
+
+@pytest.mark.parametrize(
+    "mode, kind, needle",
+    [
+        ("crash", "crash", "cannot open model weights"),
+        ("garbage", "unparseable", "not a readable npz"),
+    ],
+)
+def test_subprocess_failures_carry_stderr(tmp_path, mode, kind, needle):
+    spec_text = SUBPROCESS_SPEC + f'env = {{ MODE = "{mode}" }}\n'
+    spec = load_spec(make_project(tmp_path, spec_text))
+    with make_runner(spec.runners["cli"], spec) as runner:
+        with pytest.raises(RunFailure) as info:
+            runner.run(spec.cases["a"])
+    assert info.value.kind == kind and needle in info.value.describe()
+    if mode == "crash":
+        assert "status 7" in info.value.message and "/nonexistent/weights.bin" in info.value.stderr
+
+
+def test_subprocess_timeout_kills_the_command(tmp_path):
+    spec_text = SUBPROCESS_SPEC.replace("timeout = 30", "timeout = 1") + 'env = { MODE = "hang" }\n'
+    spec = load_spec(make_project(tmp_path, spec_text))
+    with make_runner(spec.runners["cli"], spec) as runner:
+        with pytest.raises(RunFailure) as info:
+            runner.run(spec.cases["a"])
+    assert info.value.kind == "timeout" and "1 s" in info.value.message
+
+
+def test_flatten_tree_names_leaves():
+    tree = {"boxes": {"q": [1, 2, 3, 4]}, "seq": [np.zeros(2), np.ones(3)], "score": 0.5}
+    flat = flatten_tree(tree)
+    assert sorted(flat) == ["boxes/q", "score", "seq/0", "seq/1"]
+    assert flat["boxes/q"].dtype.kind == "i" and flat["score"].shape == ()
+    with pytest.raises(InputError, match="'label'"):
+        flatten_tree({"label": "cat"})
+
+
+def test_output_mapping_transpose_slice_cast():
+    nhwc = np.arange(2 * 4 * 5 * 3, dtype=np.float64).reshape(2, 4, 5, 3)
+    maps = {
+        "image": OutputMap("image", "image_nhwc", transpose=(0, 3, 1, 2), slice=(0, Ellipsis), slice_text="0, ...", cast="float32"),
+    }
+    out = apply_maps({"image_nhwc": nhwc, "other": np.ones(2)}, maps)
+    assert sorted(out) == ["image", "other"]
+    assert out["image"].shape == (3, 4, 5) and out["image"].dtype == np.float32
+    np.testing.assert_array_equal(out["image"], np.transpose(nhwc, (0, 3, 1, 2))[0])
+    with pytest.raises(InputError, match="did not produce"):
+        apply_maps({"other": np.ones(2)}, maps)
+    with pytest.raises(InputError, match="transpose"):
+        apply_maps({"image_nhwc": np.ones((2, 2))}, maps)
+
+
+def test_mapping_declared_in_the_spec_is_applied(tmp_path):
+    module = {"tiny.py": __import__("spec_helpers").TINY_MODEL + '''
+
+def candidate_nhwc(case):
+    out = reference(case)
+    return {"y_t": out["y"].T[None], "logits": out["logits"]}
+'''}
+    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_nhwc") + (
+        '\n[runners.cand.map.y]\nfrom = "y_t"\nslice = "0"\ntranspose = [1, 0]\n'
+    )
+    # slice applies after transpose: transpose first needs the 3-d layout -> use axes of 3
+    spec_text = spec_text.replace("transpose = [1, 0]", "transpose = [0, 2, 1]")
+    spec = load_spec(make_project(tmp_path, spec_text, modules=module))
+    with make_runner(spec.runners["cand"], spec) as r:
+        mapped = r.run(spec.cases["a"]).outputs
+    with make_runner(spec.reference, spec) as r:
+        ref = r.run(spec.cases["a"]).outputs
+    np.testing.assert_array_equal(mapped["y"], ref["y"])
+    assert json.dumps(sorted(mapped)) == json.dumps(["logits", "y"])
