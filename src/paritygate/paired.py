@@ -132,7 +132,7 @@ class PairedCheck:
     def messages(self) -> list[str]:
         how = "byte equality" if self.exact else "the claim's metric"
         return [
-            f"{self.order} order, check {self.title} ({how}): output '{d.path}' differs: "
+            f"{self.order} order, check {self.title} ({how}): output '{d.path or '<root>'}' differs: "
             f"{d.describe()}"
             for d in self.differences
         ]
@@ -426,20 +426,24 @@ def _scalar(value: Any) -> Any:
 def _tolerance_differences(
     actual: Mapping[str, Any], expected: Mapping[str, Any], tolerance: Tolerance
 ) -> list[OutputDifference]:
-    from .compare import compare
+    from .compare import compare_output
 
-    comparison = compare(dict(actual), dict(expected), tolerance=tolerance)
     differences = [
-        OutputDifference(path, "missing", "absent from the actual run") for path in comparison.missing
+        OutputDifference(path, "missing", "absent from the actual run") for path in expected if path not in actual
     ]
     differences += [
-        OutputDifference(path, "extra", "absent from the expected run") for path in comparison.extra
+        OutputDifference(path, "extra", "absent from the expected run") for path in actual if path not in expected
     ]
-    for output in comparison.failing():
+    for path in expected:
+        if path not in actual:
+            continue
+        output = compare_output(actual[path], expected[path], tolerance, path)
+        if output.passed:
+            continue
         worst = output.worst[0] if output.worst else None
         differences.append(
             OutputDifference(
-                output.path,
+                path,
                 "tolerance",
                 "; ".join(f.describe() for f in output.failures),
                 size=output.size,

@@ -1,0 +1,864 @@
+"""Tolerance calibration: measure the noise, inject bugs, check the gap, propose a bound.
+
+A tolerance is a meaningful test only when the measured noise of the comparison and the smallest
+bug worth catching lie on either side of it. :func:`calibrate` therefore
+
+1. runs the comparison over many cases (16 at least by default), optionally repeated and in a
+   shuffled order, and records the raw distribution of every metric (no pass/fail);
+2. injects bugs: output-level mutations of the candidate's outputs (additive noise, a single-element
+   spike, an off-by-one shift, a swapped channel pair, a drop to float16 / bfloat16) and
+   model-level mutations the caller supplies as callables, and measures each one's signal on the
+   same metrics;
+3. reports the gap between the largest noise and the smallest bug signal, and the risk that comes
+   with n cases (the next case exceeds the largest of n observed values with probability about
+   1/(n+1));
+4. proposes a bound just past the noise, widened only by the spread the caller names (another
+   machine, another library version), or an exact claim when the noise is exactly zero, or
+   refuses when no gap exists: then the comparison must change, not the constant.
+
+:func:`write_bound` stores the bound, ``status = "calibrated"`` and the basis beside the constant
+in the spec, keeping the file's comments and layout.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import platform
+import sys
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ._host import flatten, synchronize_tree, to_numpy
+from .errors import InputError
+from .results import Tolerance, to_jsonable
+
+__all__ = [
+    "calibrate",
+    "write_bound",
+    "calibration_plot",
+    "CalibrationResult",
+    "MetricDistribution",
+    "MutationSummary",
+    "Mutation",
+    "additive_noise",
+    "spike",
+    "shift",
+    "swap_channels",
+    "reduced_precision",
+    "DEFAULT_MUTATIONS",
+    "DEFAULT_METRICS",
+    "DIRECTIONS",
+    "NO_GAP_REASON",
+]
+
+# metric -> direction, in the spec's words: "max" means a claim holds when observed <= bound
+# (lower is better), "min" when observed >= bound (higher is better, at most 1).
+DIRECTIONS: dict[str, str] = {
+    "max_abs": "max",
+    "mean_abs": "max",
+    "max_rel": "max",
+    "ulp": "max",
+    "cosine": "min",
+    "ssim": "min",
+}
+DEFAULT_METRICS = ("max_abs", "mean_abs", "max_rel", "cosine")
+NO_GAP_REASON = "no gap between noise and the smallest bug: change the comparison, not the constant"
+
+
+# --------------------------------------------------------------------------------------------
+# Output-level mutations
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A bug injected into one output array. ``apply`` returns the mutated copy, or None where the
+    mutation does not apply (an integer output for additive noise, an axis too short to swap)."""
+
+    name: str
+    description: str
+    apply: Callable[[np.ndarray, np.random.Generator], np.ndarray | None]
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return array.dtype.kind == "f" or array.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _finite64(array: np.ndarray) -> np.ndarray:
+    values = array.astype(np.float64).reshape(-1)
+    return values[np.isfinite(values)]
+
+
+def additive_noise(rel: float = 1e-2) -> Mutation:
+    """Gaussian noise with standard deviation ``rel`` times the output's root mean square."""
+
+    def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        finite = _finite64(x)
+        if not _is_float(x) or finite.size == 0:
+            return None
+        rms = float(np.sqrt(np.mean(finite**2)))
+        if rms == 0:
+            return None
+        noise = rng.standard_normal(x.shape) * (rel * rms)
+        return (x.astype(np.float64) + noise).astype(x.dtype)
+
+    return Mutation(f"noise({rel:g})", f"additive Gaussian noise, {rel:g} x the output's RMS", apply)
+
+
+def spike(scale: float = 0.1) -> Mutation:
+    """One element moved by ``scale`` times the output's range (max - min)."""
+
+    def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        finite = _finite64(x)
+        if not _is_float(x) or finite.size == 0:
+            return None
+        span = float(finite.max() - finite.min()) or float(np.abs(finite).max()) or 1.0
+        out = x.astype(np.float64).reshape(-1)
+        out[int(rng.integers(out.size))] += scale * span
+        return out.reshape(x.shape).astype(x.dtype)
+
+    return Mutation(f"spike({scale:g})", f"one element moved by {scale:g} x the output's range", apply)
+
+
+def shift(axis: int = -1, by: int = 1) -> Mutation:
+    """An off-by-``by`` shift along ``axis`` (a misaligned index, a wrong padding offset)."""
+
+    def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        if x.ndim == 0 or x.shape[axis] < 2:
+            return None
+        return np.roll(x, by, axis=axis)
+
+    return Mutation(f"shift(axis={axis},by={by})", f"off-by-{by} shift along axis {axis}", apply)
+
+
+def swap_channels(axis: int = -1, i: int = 0, j: int = 1) -> Mutation:
+    """Two entries along ``axis`` swapped (RGB read as BGR, a transposed head order)."""
+
+    def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        if x.ndim == 0 or x.shape[axis] <= max(i, j):
+            return None
+        out = np.array(x, copy=True)
+        first, second = np.take(x, i, axis=axis), np.take(x, j, axis=axis)
+        index_i = [slice(None)] * x.ndim
+        index_j = [slice(None)] * x.ndim
+        index_i[axis], index_j[axis] = i, j
+        out[tuple(index_i)], out[tuple(index_j)] = second, first
+        return out
+
+    return Mutation(f"swap(axis={axis},{i}<->{j})", f"entries {i} and {j} swapped along axis {axis}", apply)
+
+
+def reduced_precision(dtype: str = "float16") -> Mutation:
+    """The output rounded through a less precise float (a silent float16 / bfloat16 drop)."""
+    import ml_dtypes
+
+    target = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}.get(dtype)
+    if target is None:
+        raise InputError(f"reduced_precision supports float16 and bfloat16, got {dtype!r}")
+
+    def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        if not _is_float(x) or np.dtype(target).itemsize >= x.dtype.itemsize:
+            return None
+        with np.errstate(over="ignore"):
+            return x.astype(target).astype(x.dtype)
+
+    return Mutation(f"{dtype}", f"rounded through {dtype}", apply)
+
+
+DEFAULT_MUTATIONS: tuple[Mutation, ...] = (
+    additive_noise(1e-2),
+    spike(0.1),
+    shift(-1),
+    swap_channels(-1),
+    reduced_precision("float16"),
+    reduced_precision("bfloat16"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class MetricDistribution:
+    """Raw values of one metric: noise per (case, repeat), signal per mutation and case.
+
+    Values are the worst over the claim's outputs in each run; ``noise_by_output`` keeps them per
+    output. ``gap`` is positive when every bug signal lies beyond the largest noise (oriented by
+    ``direction``: for cosine and SSIM, lower is worse).
+    """
+
+    metric: str
+    direction: str
+    noise: list[float]
+    noise_by_output: dict[str, list[float]]
+    bugs: dict[str, list[float]]
+    largest_noise: float | None
+    smallest_bug: float | None
+    smallest_bug_mutation: str | None
+    gap: float | None
+
+    @property
+    def separated(self) -> bool:
+        return self.gap is not None and self.gap > 0
+
+
+@dataclass
+class MutationSummary:
+    name: str
+    kind: str  # "output" | "model"
+    description: str
+    cases: int  # cases where the mutation changed the candidate's outputs
+    smallest_signal: float | None  # on the claim's metric, least detectable case
+    caught: int | None = None  # cases the proposed bound catches (None without a proposal)
+
+
+@dataclass
+class CalibrationResult:
+    """Distributions, gap, risk and the proposal. Truthy when a bound (or exact claim) is proposed."""
+
+    metric: str
+    direction: str
+    mode: str
+    cases: list[str]
+    repeats: int
+    reorder: bool
+    outputs: list[str]
+    distributions: dict[str, MetricDistribution]
+    mutations: list[MutationSummary]
+    noise_exactly_zero: bool
+    proposal: str  # "tolerance" | "exact" | "none"
+    proposed_bound: float | None
+    bound_before_margin: float | None
+    margins: dict[str, float]
+    refused: bool
+    reason: str
+    risk: float
+    repeat_spread: float | None
+    environment: dict[str, Any] = field(default_factory=dict)
+    claim_id: str = ""
+    label: str = ""
+
+    def __bool__(self) -> bool:
+        return not self.refused
+
+    @property
+    def n(self) -> int:
+        return len(self.cases)
+
+    @property
+    def claim_metric(self) -> MetricDistribution:
+        return self.distributions[self.metric]
+
+    def exact_claim(self) -> dict[str, Any] | None:
+        """The exact claim proposed when the noise is zero (None otherwise)."""
+        if self.proposal != "exact":
+            return None
+        oracle = "no-op" if self.mode == "paired" else "equivalence"
+        return {"metric": "exact", "bound": 0, "oracle": oracle, "mode": self.mode}
+
+    def basis(self) -> dict[str, Any]:
+        """What the bound rests on: written beside the constant by :func:`write_bound`."""
+        dist = self.claim_metric
+        basis: dict[str, Any] = {
+            "metric": self.metric,
+            "mode": self.mode,
+            "n": self.n,
+            "repeats": self.repeats,
+            "largest_noise": dist.largest_noise,
+            "smallest_bug": dist.smallest_bug,
+            "smallest_bug_mutation": dist.smallest_bug_mutation or "",
+            "risk": self.risk,
+            "margins": dict(self.margins),
+            "hardware": self.environment.get("hardware", ""),
+            "date": self.environment.get("date", ""),
+            "versions": dict(self.environment.get("versions", {})),
+        }
+        if self.proposal == "exact":
+            basis["noise"] = "exactly zero"
+        return {k: v for k, v in basis.items() if v is not None}
+
+    def summary(self) -> str:
+        """A plain-text account: distributions, gap, risk and the proposal."""
+        lines = [
+            f"calibration of {self.claim_id or self.label or 'claim'} on {self.metric} "
+            f"({'lower' if self.direction == 'max' else 'higher'} is better), {self.mode} mode, "
+            f"{self.n} cases x {self.repeats} repeat(s){', reordered' if self.reorder else ''}",
+            f"outputs: {', '.join(self.outputs)}",
+            "",
+            f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  gap",
+        ]
+        for name, dist in self.distributions.items():
+            noise = [v for v in dist.noise if not math.isnan(v)]
+            cells = [_g(min(noise)), _g(float(np.median(noise))), _g(max(noise))] if noise else ["-"] * 3
+            bug = _g(dist.smallest_bug) if dist.smallest_bug is not None else "-"
+            where = f" ({dist.smallest_bug_mutation})" if dist.smallest_bug_mutation else ""
+            gap = ("separated" if dist.separated else "NO GAP") if dist.gap is not None else "-"
+            lines.append(f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}")
+        lines.append("")
+        lines.append(f"mutations (signal on {self.metric}, least detectable case):")
+        for m in self.mutations:
+            caught = f", caught in {m.caught}/{m.cases} cases" if m.caught is not None else ""
+            signal = _g(m.smallest_signal) if m.smallest_signal is not None else "not applicable"
+            lines.append(f"  {m.name:<24} {m.kind:<6} {signal:>12}  ({m.cases} cases{caught})")
+        lines.append("")
+        lines.append(
+            f"risk: with n = {self.n} cases the next case exceeds the largest observed noise with "
+            f"probability about 1/(n+1) = {self.risk:.1%}"
+        )
+        if self.repeat_spread is not None and self.repeats > 1:
+            lines.append(f"spread across repeats of one case: {_g(self.repeat_spread)}")
+        if self.refused:
+            lines.append(f"REFUSED: {self.reason}")
+        elif self.proposal == "exact":
+            lines.append(f"proposal: {self.reason}")
+        else:
+            margin = (
+                ", ".join(f"{name} x{factor:g}" for name, factor in self.margins.items())
+                or "none (no spread named)"
+            )
+            lines.append(
+                f"proposal: {self.metric} {'<=' if self.direction == 'max' else '>='} "
+                f"{_g(self.proposed_bound)} (largest noise {_g(self.claim_metric.largest_noise)}, "
+                f"smallest bug {_g(self.claim_metric.smallest_bug)}; margin: {margin})"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = to_jsonable(self)
+        data["n"] = self.n
+        data["exact_claim"] = self.exact_claim()
+        data["basis"] = to_jsonable(self.basis())
+        data["format"] = "paritygate-calibration"
+        data["format_version"] = 1
+        return data
+
+
+def _g(value: float | None) -> str:
+    """Four significant digits; values just below 1 (cosine, SSIM) as ``1-d`` so they stay legible."""
+    if value is None:
+        return "-"
+    if 0.999 < value < 1.0:
+        return f"1-{1.0 - value:.3g}"
+    return f"{value:.4g}"
+
+
+# --------------------------------------------------------------------------------------------
+# Measurement
+
+
+Tree = Any
+RunPair = Callable[[Any], "tuple[Tree, Tree]"]
+
+
+def calibrate(
+    run_pair: RunPair,
+    cases: Sequence[Any] | int,
+    *,
+    metric: str = "max_abs",
+    metrics: Iterable[str] = DEFAULT_METRICS,
+    outputs: Sequence[str] | None = None,
+    repeats: int = 1,
+    reorder: bool = False,
+    mutations: Sequence[Mutation] = DEFAULT_MUTATIONS,
+    model_mutations: Mapping[str, Callable[[Any], Tree]] | None = None,
+    margin_for: Mapping[str, float] | None = None,
+    mode: str = "paired",
+    min_cases: int = 16,
+    rel_eps: float = 1e-12,
+    ssim_data_range: float | None = None,
+    ssim_channel_axis: int | None = None,
+    seed: int = 0,
+    claim_id: str = "",
+    label: str = "",
+) -> CalibrationResult:
+    """Measure the noise of a comparison and the signal of injected bugs; propose a bound.
+
+    ``run_pair(case)`` returns ``(baseline_outputs, candidate_outputs)`` measured the way the gate
+    will measure the claim: back to back in one process for a paired claim, the recorded
+    reference against a fresh candidate run for a stored one (``mode`` only labels the result and
+    chooses the form of an exact claim). ``cases`` is a sequence of case objects (or a count, for
+    ``range(n)``). ``metric`` is the claim's metric, the one the bound is proposed for; every
+    metric in ``metrics`` is recorded. ``outputs`` are glob patterns selecting the claim's outputs
+    (all by default). ``model_mutations`` maps a name to a callable returning a mutated
+    candidate's outputs for a case (a zeroed block, a scaled residual). ``margin_for`` names the
+    spread a bound must absorb beyond this machine's noise, as factors (``{"other machine": 2}``).
+    SSIM (for image outputs) needs ``ssim_data_range`` and, for colour images, ``ssim_channel_axis``.
+    """
+    if metric not in DIRECTIONS:
+        raise InputError(f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}")
+    recorded = list(dict.fromkeys([metric, *metrics]))
+    for name in recorded:
+        if name not in DIRECTIONS:
+            raise InputError(f"unknown metric {name!r}", hint=f"use {', '.join(DIRECTIONS)}")
+    if isinstance(cases, int):
+        cases = list(range(cases))
+    cases = list(cases)
+    if len(cases) < min_cases:
+        raise InputError(
+            f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the next "
+            f"case exceeds the largest observed noise with probability about 1/(n+1)",
+            hint="add cases, or pass min_cases= to accept the larger risk knowingly",
+        )
+    if not isinstance(repeats, int) or repeats < 1:
+        raise InputError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    if mode not in ("paired", "stored"):
+        raise InputError(f"mode must be 'paired' or 'stored', got {mode!r}")
+    margins = _margins(margin_for)
+    model_mutations = dict(model_mutations or {})
+    names = [m.name for m in mutations] + list(model_mutations)
+    if len(set(names)) != len(names):
+        raise InputError(f"mutation names must be unique, got {names}")
+
+    rng = np.random.default_rng(seed)
+    measure = _Measure(recorded, rel_eps, ssim_data_range, ssim_channel_axis)
+    case_names = [_case_name(c) for c in cases]
+    noise: dict[str, list[float]] = {m: [] for m in recorded}
+    noise_by_output: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
+    per_case_claim: dict[int, list[float]] = {}
+    exactly_zero = True
+    baselines: dict[int, dict[str, np.ndarray]] = {}
+    candidates: dict[int, dict[str, np.ndarray]] = {}
+    covered: list[str] | None = None
+    for repeat in range(repeats):
+        order = list(range(len(cases)))
+        if reorder and repeat > 0:
+            order = [int(i) for i in rng.permutation(len(cases))]
+        for index in order:
+            where = f"case {case_names[index]}"
+            baseline_tree, candidate_tree = _pair(run_pair(cases[index]), where)
+            baseline = _host_tree(baseline_tree, where + " (baseline)")
+            candidate = _host_tree(candidate_tree, where + " (candidate)")
+            if covered is None:
+                covered = _select(baseline, outputs)
+            _same_outputs(baseline, candidate, covered, where)
+            values, zero = measure(candidate, baseline, covered)
+            exactly_zero &= zero
+            for name in recorded:
+                noise[name].append(_worst(name, [values[path][name] for path in covered]))
+                for path in covered:
+                    noise_by_output[name].setdefault(path, []).append(values[path][name])
+            per_case_claim.setdefault(index, []).append(noise[metric][-1])
+            if repeat == 0:
+                baselines[index] = {p: baseline[p] for p in covered}
+                candidates[index] = {p: candidate[p] for p in covered}
+    assert covered is not None
+
+    bugs: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
+    summaries: list[MutationSummary] = []
+    for mi, mutation in enumerate(mutations):
+        applied = 0
+        for index in range(len(cases)):
+            mutated, changed = {}, False
+            case_rng = np.random.default_rng([seed, mi, index])
+            for path in covered:
+                original = candidates[index][path]
+                result = mutation.apply(original, case_rng)
+                if result is None:
+                    mutated[path] = original
+                    continue
+                changed |= not _bytes_equal(result, original)
+                mutated[path] = result
+            if not changed:
+                continue  # the mutation injected nothing here: no bug to measure
+            applied += 1
+            values, _ = measure(mutated, baselines[index], covered)
+            for name in recorded:
+                bugs[name].setdefault(mutation.name, []).append(
+                    _worst(name, [values[p][name] for p in covered])
+                )
+        summaries.append(MutationSummary(mutation.name, "output", mutation.description, applied, None))
+    for name_m, make in model_mutations.items():
+        applied = 0
+        for index in range(len(cases)):
+            where = f"model mutation {name_m!r}, case {case_names[index]}"
+            try:
+                mutated_tree = make(cases[index])
+            except Exception as exc:
+                exc.add_note(f"paritygate.calibrate: raised by {where}")
+                raise
+            mutated = _host_tree(mutated_tree, where)
+            _same_outputs(baselines[index], mutated, covered, where)
+            if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
+                continue
+            applied += 1
+            values, _ = measure(mutated, baselines[index], covered)
+            for name in recorded:
+                bugs[name].setdefault(name_m, []).append(_worst(name, [values[p][name] for p in covered]))
+        description = (getattr(make, "__doc__", None) or "").strip().splitlines()
+        summaries.append(MutationSummary(name_m, "model", description[0] if description else "", applied, None))
+
+    distributions = {
+        name: _distribution(name, noise[name], noise_by_output[name], bugs[name]) for name in recorded
+    }
+    claim = distributions[metric]
+    for summary in summaries:
+        signals = claim.bugs.get(summary.name, [])
+        summary.smallest_signal = _least_detectable(metric, signals) if signals else None
+
+    spread = None
+    if repeats > 1:
+        spread = max(max(v) - min(v) for v in per_case_claim.values())
+    result = CalibrationResult(
+        metric=metric,
+        direction=DIRECTIONS[metric],
+        mode=mode,
+        cases=case_names,
+        repeats=repeats,
+        reorder=reorder,
+        outputs=covered,
+        distributions=distributions,
+        mutations=summaries,
+        noise_exactly_zero=exactly_zero,
+        proposal="none",
+        proposed_bound=None,
+        bound_before_margin=None,
+        margins=margins,
+        refused=False,
+        reason="",
+        risk=1.0 / (len(cases) + 1),
+        repeat_spread=spread,
+        environment=_environment(),
+        claim_id=claim_id,
+        label=label,
+    )
+    _propose(result)
+    return result
+
+
+def _pair(value: Any, where: str) -> tuple[Any, Any]:
+    if not (isinstance(value, tuple) and len(value) == 2):
+        raise InputError(
+            f"run_pair must return (baseline_outputs, candidate_outputs), got {type(value).__name__}",
+            where=where,
+        )
+    return value
+
+
+def _case_name(case: Any) -> str:
+    name = getattr(case, "name", None)
+    return str(name) if isinstance(name, str) else str(case)
+
+
+def _host_tree(tree: Any, where: str) -> dict[str, Any]:
+    leaves = flatten(tree)
+    synchronize_tree(leaves)
+    host = {}
+    for path, value in leaves.items():
+        array = to_numpy(value, path=f"{where}: {path or 'output'}")
+        if array is None:
+            raise InputError(f"output {path!r} is not numeric ({type(value).__name__})", where=where)
+        host[path] = array
+    return host
+
+
+def _select(baseline: Mapping[str, Any], patterns: Sequence[str] | None) -> list[str]:
+    if patterns is None:
+        return list(baseline)
+    chosen = [p for p in baseline if any(fnmatch.fnmatchcase(p, pat) for pat in patterns)]
+    if not chosen:
+        raise InputError(
+            f"output patterns {list(patterns)} match none of the outputs ({', '.join(baseline)})"
+        )
+    return chosen
+
+
+def _same_outputs(baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str) -> None:
+    missing = [p for p in covered if p not in other]
+    if missing:
+        raise InputError(f"outputs {missing} missing from the candidate side", where=where)
+    for path in covered:
+        if path not in baseline:
+            raise InputError(f"output {path!r} missing from the baseline side", where=where)
+        if baseline[path].shape != other[path].shape:
+            raise InputError(
+                f"output {path!r}: shape {other[path].shape} against {baseline[path].shape}",
+                where=where,
+            )
+
+
+def _bytes_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _worst(metric: str, values: list[float]) -> float:
+    return max(values) if DIRECTIONS[metric] == "max" else min(values)
+
+
+def _least_detectable(metric: str, values: list[float]) -> float:
+    return min(values) if DIRECTIONS[metric] == "max" else max(values)
+
+
+class _Measure:
+    """Metric values per output for one (actual, expected) pair, through the shared comparison."""
+
+    def __init__(self, metrics: list[str], rel_eps: float, ssim_data_range: float | None,
+                 ssim_channel_axis: int | None):
+        if "ssim" in metrics and ssim_data_range is None:
+            raise InputError(
+                "ssim needs the images' data range (ssim_data_range=): 255 for uint8 pixels, "
+                "1.0 for [0, 1], 2.0 for [-1, 1]; it is never guessed"
+            )
+        self.metrics = metrics
+        self.tolerance = Tolerance(rel_eps=rel_eps, worst_k=0)
+        self.ssim_data_range = ssim_data_range
+        self.ssim_channel_axis = ssim_channel_axis
+
+    def __call__(
+        self, actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], paths: Sequence[str]
+    ) -> tuple[dict[str, dict[str, float]], bool]:
+        from .compare import compare_output
+
+        values: dict[str, dict[str, float]] = {}
+        zero = True
+        for path in paths:
+            a, e = actual[path], expected[path]
+            out = compare_output(a, e, self.tolerance, path)
+            nf = out.nonfinite
+            nonfinite = bool(nf.nan_one_side or nf.inf_mismatch)
+            zero &= out.max_abs == 0 and not nonfinite
+            row: dict[str, float] = {}
+            for name in self.metrics:
+                if name == "ssim":
+                    row[name] = _ssim(a, e, self.ssim_data_range, self.ssim_channel_axis, path)
+                elif name == "cosine":
+                    row[name] = -math.inf if (out.cosine is None or nonfinite) else out.cosine
+                elif nonfinite:
+                    row[name] = math.inf
+                elif name == "ulp":
+                    row[name] = float(out.ulp_max) if out.ulp_max is not None else math.nan
+                else:
+                    row[name] = float(getattr(out, name))
+            values[path] = row
+        return values, zero
+
+
+def _ssim(actual: np.ndarray, expected: np.ndarray, data_range: float, channel_axis: int | None, path: str) -> float:
+    from .structured import compare_images
+
+    score = compare_images(actual, expected, data_range=data_range, channel_axis=channel_axis, path=path).ssim
+    return -math.inf if math.isnan(score) else score
+
+
+def _distribution(
+    metric: str, noise: list[float], by_output: dict[str, list[float]], bugs: dict[str, list[float]]
+) -> MetricDistribution:
+    direction = DIRECTIONS[metric]
+    clean = [v for v in noise if not math.isnan(v)]
+    largest = (max(clean) if direction == "max" else min(clean)) if clean else None
+    smallest, where = None, None
+    for name, signals in bugs.items():
+        values = [v for v in signals if not math.isnan(v)]
+        if not values:
+            continue
+        least = _least_detectable(metric, values)
+        if smallest is None or (least < smallest if direction == "max" else least > smallest):
+            smallest, where = least, name
+    gap = None
+    if largest is not None and smallest is not None:
+        gap = smallest - largest if direction == "max" else largest - smallest
+    return MetricDistribution(metric, direction, noise, by_output, bugs, largest, smallest, where, gap)
+
+
+def _margins(margin_for: Mapping[str, float] | None) -> dict[str, float]:
+    margins = {}
+    for name, factor in (margin_for or {}).items():
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"a margin needs a name saying which spread it covers, got {name!r}")
+        if not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 1:
+            raise InputError(f"margin for {name!r} must be a factor >= 1, got {factor!r}")
+        margins[name] = float(factor)
+    return margins
+
+
+def _round_up(value: float, digits: int = 2) -> float:
+    """``value`` rounded up to ``digits`` significant digits (a constant one can publish)."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    exact = Decimal(repr(value))
+    step = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    rounded = float(exact.quantize(step, rounding=ROUND_CEILING))
+    return rounded if rounded >= value else math.nextafter(rounded, math.inf)
+
+
+def _propose(result: CalibrationResult) -> None:
+    dist = result.claim_metric
+    metric, direction = result.metric, result.direction
+    if result.noise_exactly_zero:
+        result.proposal = "exact"
+        result.proposed_bound = 0.0
+        result.bound_before_margin = 0.0
+        kind = (
+            "a no-op claim (byte equality, paired in one process)"
+            if result.mode == "paired"
+            else "an exact-equivalence claim (holds only while nothing else shifts)"
+        )
+        result.reason = (
+            f"the measured noise is exactly zero over {result.n} cases: propose an exact claim "
+            f"(metric = \"exact\", bound = 0), {kind}, instead of a tolerance"
+        )
+        for summary in result.mutations:
+            summary.caught = summary.cases  # every applied mutation changed the bytes
+        return
+    if dist.largest_noise is None or math.isinf(dist.largest_noise):
+        result.refused = True
+        result.reason = f"{NO_GAP_REASON} (the noise itself holds non-finite mismatches or undefined values)"
+        return
+    if dist.smallest_bug is None:
+        result.refused = True
+        result.reason = (
+            "no mutation changed the candidate's outputs, so no bug signal was measured: add "
+            "mutations that apply to these outputs (or model-level mutations)"
+        )
+        return
+    if not dist.separated:
+        result.refused = True
+        result.reason = (
+            f"{NO_GAP_REASON}: the largest noise on {metric} is {_g(dist.largest_noise)} and "
+            f"{dist.smallest_bug_mutation} gives only {_g(dist.smallest_bug)}"
+        )
+        separating = [n for n, d in result.distributions.items() if d.separated and n != metric]
+        if separating:
+            result.reason += f" ({', '.join(separating)} separates them)"
+        return
+    factor = math.prod(result.margins.values()) if result.margins else 1.0
+    if direction == "max":
+        before = dist.largest_noise
+        raw = before * factor
+        bound = _round_up(raw)
+        if bound >= dist.smallest_bug:
+            bound = raw
+        if metric == "ulp":
+            bound = float(math.ceil(raw))
+    else:  # higher is better, at most 1: widen the deficit 1 - value
+        before = dist.largest_noise
+        deficit = (1.0 - before) * factor
+        bound = 1.0 - _round_up(deficit)
+        if bound <= dist.smallest_bug:
+            bound = 1.0 - deficit
+        while bound > before:  # 1 - deficit rounds in floating point; stay at or below the noise
+            bound = math.nextafter(bound, -math.inf)
+    result.bound_before_margin = before
+    reaches = bound >= dist.smallest_bug if direction == "max" else bound <= dist.smallest_bug
+    if reaches:
+        result.refused = True
+        named = ", ".join(f"{n} x{f:g}" for n, f in result.margins.items())
+        result.reason = (
+            f"{NO_GAP_REASON}: with the margin for {named} the bound {_g(bound)} reaches the smallest "
+            f"bug signal {_g(dist.smallest_bug)} ({dist.smallest_bug_mutation})"
+        )
+        return
+    result.proposal = "tolerance"
+    result.proposed_bound = bound
+    margin = ", ".join(f"{n} x{f:g}" for n, f in result.margins.items()) or "none"
+    result.reason = (
+        f"bound just past the largest noise {_g(before)}; margin for named spread: {margin}"
+    )
+    for summary in result.mutations:
+        signals = dist.bugs.get(summary.name, [])
+        summary.caught = sum(1 for v in signals if (v > bound if direction == "max" else v < bound))
+
+
+def _environment() -> dict[str, Any]:
+    try:
+        from .provenance import machine_facts, package_versions, utc_now
+
+        facts = machine_facts()
+        hardware = facts.get("cpu") or facts.get("machine") or platform.machine()
+        gpus = facts.get("gpus") or []
+        if gpus:
+            hardware = f"{hardware}; {', '.join(map(str, gpus))}"
+        return {"hardware": str(hardware), "date": utc_now(), "versions": package_versions()}
+    except ImportError:
+        import datetime
+        import importlib.metadata
+
+        versions = {}
+        for name in ("numpy", "mlx", "torch", "jax", "onnxruntime"):
+            if name == "numpy" or name in sys.modules:
+                try:
+                    versions[name] = importlib.metadata.version(name)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+        date = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        return {"hardware": f"{platform.machine()} {platform.processor()}".strip(), "date": date,
+                "versions": versions}
+
+
+# --------------------------------------------------------------------------------------------
+# Writing the bound, plotting
+
+
+def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult) -> dict[str, Any]:
+    """Store the proposal in ``[claims.<claim_id>]``: bound, status = "calibrated" and the basis.
+
+    Comments and layout of the spec are kept. Refuses (InputError) when the calibration refused.
+    Returns the fields written.
+    """
+    if result.refused:
+        raise InputError(f"calibration refused, nothing written: {result.reason}", where=str(spec_path))
+    fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(result.basis())}
+    if result.proposal == "exact":
+        exact = result.exact_claim() or {}
+        fields.update(metric="exact", bound=0, oracle=exact["oracle"], mode=exact["mode"])
+    else:
+        fields.update(metric=result.metric, bound=result.proposed_bound, mode=result.mode)
+    from .spec import update_claim
+
+    update_claim(spec_path, claim_id, **fields)
+    return fields
+
+
+def _toml_basis(basis: dict[str, Any]) -> dict[str, Any]:
+    """TOML has no null; floats stay floats (inf and nan are valid TOML)."""
+    return {k: (_toml_basis(v) if isinstance(v, dict) else v) for k, v in basis.items() if v is not None}
+
+
+def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
+    """Histograms of the noise and of each mutation's signal on the claim's metric, with the bound."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    dist = result.claim_metric
+    log = dist.direction == "max"
+
+    def transform(values: list[float]) -> list[float]:
+        out = []
+        for v in values:
+            if not math.isfinite(v):
+                continue
+            x = v if log else 1.0 - v
+            out.append(max(x, 1e-300))
+        return out
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    series = [("noise", transform(dist.noise))] + [(n, transform(v)) for n, v in dist.bugs.items()]
+    finite = [x for _, values in series for x in values if x > 1e-300]
+    low, high = (min(finite), max(finite)) if finite else (1e-12, 1.0)
+    bins = np.geomspace(low / 2, high * 2, 40)
+    for name, values in series:
+        clipped = [max(v, low / 2) for v in values]
+        ax.hist(clipped, bins=bins, alpha=0.55 if name == "noise" else 0.4, label=name,
+                color="black" if name == "noise" else None)
+    if result.proposed_bound is not None and result.proposal == "tolerance":
+        x = result.proposed_bound if log else 1.0 - result.proposed_bound
+        ax.axvline(max(x, low / 2), color="red", linestyle="--", label=f"bound {_g(result.proposed_bound)}")
+    ax.set_xscale("log")
+    ax.set_xlabel(dist.metric if log else f"1 - {dist.metric}")
+    ax.set_ylabel("cases")
+    title = f"{result.claim_id or result.label or 'calibration'}: noise vs injected bugs"
+    if result.refused:
+        title += " (refused: no gap)"
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -1,0 +1,217 @@
+"""Calibration: noise distributions, mutations, gap, proposal, refusal and writing the bound."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from paritygate.calibration import (
+    NO_GAP_REASON,
+    additive_noise,
+    calibrate,
+    calibration_plot,
+    reduced_precision,
+    shift,
+    spike,
+    swap_channels,
+)
+from paritygate.errors import InputError
+
+WEIGHTS = [np.random.default_rng(i).standard_normal((24, 24)) / 5 for i in range(4)]
+
+
+def model(x: np.ndarray, dtype=np.float32, *, zero_block: int | None = None) -> dict:
+    """A residual MLP; ``zero_block`` zeroes one block's output (a model-level bug)."""
+    h = x.astype(dtype)
+    for i, w in enumerate(WEIGHTS):
+        r = np.tanh(h @ w.astype(dtype))
+        if i == zero_block:
+            r = np.zeros_like(r)
+        h = h + r
+    return {"hidden": h.astype(np.float32), "argmax": np.argmax(h, axis=-1)}
+
+
+def inputs(case: int) -> np.ndarray:
+    return np.random.default_rng(100 + case).standard_normal((12, 24))
+
+
+def twin(case):  # float64 reference against the float32 port: small, non-zero noise
+    return model(inputs(case), np.float64), model(inputs(case), np.float32)
+
+
+def zeroed_block(case):
+    """block 2 output zeroed"""
+    return model(inputs(case), np.float32, zero_block=2)
+
+
+def test_bound_is_proposed_past_the_noise_and_catches_a_model_level_mutation():
+    result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
+    assert result and not result.refused and result.proposal == "tolerance"
+    dist = result.claim_metric
+    expected_noise = [
+        float(np.max(np.abs(model(inputs(c), np.float32)["hidden"].astype(np.float64)
+                            - model(inputs(c), np.float64)["hidden"].astype(np.float64))))
+        for c in range(16)
+    ]
+    assert dist.noise == pytest.approx(expected_noise)
+    assert 0 < dist.largest_noise == max(expected_noise)
+    assert dist.largest_noise <= result.proposed_bound <= dist.largest_noise * 1.1
+    assert result.proposed_bound < dist.smallest_bug
+    block = next(m for m in result.mutations if m.name == "zeroed block")
+    assert block.kind == "model" and block.description == "block 2 output zeroed"
+    assert block.cases == 16 and block.caught == 16
+    assert block.smallest_signal > 100 * result.proposed_bound
+    assert result.risk == pytest.approx(1 / 17)
+    assert "proposal: max_abs <= " in result.summary()
+    assert "margin: none (no spread named)" in result.summary()
+
+
+def test_every_metric_keeps_its_raw_distribution_in_json():
+    result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
+    data = json.loads(json.dumps(result.to_dict()))
+    assert set(data["distributions"]) == {"max_abs", "mean_abs", "max_rel", "cosine"}
+    cosine = data["distributions"]["cosine"]
+    assert len(cosine["noise"]) == 16 and cosine["direction"] == "min"
+    assert set(cosine["bugs"]) >= {"zeroed block", "float16", "spike(0.1)"}
+    assert data["basis"]["n"] == 16 and data["basis"]["metric"] == "max_abs"
+    assert data["basis"]["hardware"] and data["basis"]["date"]
+    assert data["format"] == "paritygate-calibration"
+
+
+def test_higher_is_better_metric_proposes_a_floor_below_the_noise():
+    result = calibrate(twin, 16, metric="cosine", outputs=["hidden"], mutations=[shift(-1), spike(0.5)])
+    dist = result.claim_metric
+    assert result.proposal == "tolerance"
+    assert dist.smallest_bug < result.proposed_bound <= dist.largest_noise
+    assert all(m.caught == m.cases for m in result.mutations)
+
+
+def test_exactly_zero_noise_proposes_an_exact_claim():
+    same = lambda case: (model(inputs(case)), model(inputs(case)))  # noqa: E731
+    paired_result = calibrate(same, 16)
+    assert paired_result.noise_exactly_zero and paired_result.proposal == "exact"
+    assert paired_result.proposed_bound == 0
+    assert paired_result.exact_claim() == {"metric": "exact", "bound": 0, "oracle": "no-op", "mode": "paired"}
+    assert "noise is exactly zero over 16 cases" in paired_result.reason
+    stored = calibrate(same, 16, mode="stored")
+    assert stored.exact_claim()["oracle"] == "equivalence"
+    assert "exact-equivalence claim" in stored.reason
+
+
+def test_no_gap_is_refused_with_the_reason():
+    def half_precision(case):  # a float16 port whose noise swamps a small, real bug
+        return model(inputs(case), np.float64), model(inputs(case), np.float16)
+
+    result = calibrate(half_precision, 16, outputs=["hidden"], mutations=[additive_noise(1e-5)])
+    assert not result and result.refused and result.proposal == "none"
+    assert result.proposed_bound is None
+    assert result.reason.startswith(NO_GAP_REASON)
+    assert "noise(1e-05) gives only" in result.reason
+    assert "REFUSED: no gap between noise and the smallest bug" in result.summary()
+
+
+def test_margin_is_applied_only_when_named_and_said():
+    plain = calibrate(twin, 16, outputs=["hidden"])
+    widened = calibrate(twin, 16, outputs=["hidden"], margin_for={"other machine": 3})
+    assert widened.margins == {"other machine": 3.0}
+    assert widened.bound_before_margin == plain.claim_metric.largest_noise
+    assert 3 * plain.claim_metric.largest_noise <= widened.proposed_bound <= 3.3 * plain.claim_metric.largest_noise
+    assert "margin: other machine x3" in widened.summary()
+    eaten = calibrate(twin, 16, outputs=["hidden"], margin_for={"another library": 1e5})
+    assert eaten.refused and "with the margin for another library x100000" in eaten.reason
+    with pytest.raises(InputError, match="factor >= 1"):
+        calibrate(twin, 16, margin_for={"other machine": 0.5})
+
+
+def test_too_few_cases_are_refused_unless_accepted_knowingly():
+    with pytest.raises(InputError, match=r"at least 16 cases, got 5.*1/\(n\+1\)"):
+        calibrate(twin, 5)
+    assert calibrate(twin, 5, min_cases=5, outputs=["hidden"]).n == 5
+
+
+def test_repeats_and_reordering_are_recorded():
+    calls = []
+
+    def recording(case):
+        calls.append(case)
+        return twin(case)
+
+    result = calibrate(recording, 16, repeats=3, reorder=True, outputs=["hidden"])
+    assert len(result.claim_metric.noise) == 48
+    assert calls[:16] == list(range(16))
+    assert sorted(calls[16:32]) == list(range(16)) and calls[16:32] != list(range(16))
+    assert result.repeat_spread == 0.0
+    assert "spread across repeats of one case: 0" in result.summary()
+
+
+def test_builtin_mutations_do_what_they_say():
+    rng = np.random.default_rng(0)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(shift(-1).apply(x, rng), np.roll(x, 1, axis=-1))
+    swapped = swap_channels(0, 0, 2).apply(x, rng)
+    assert np.array_equal(swapped[[2, 1, 0]], x)
+    spiked = spike(0.5).apply(x, rng)
+    (changed,) = np.flatnonzero(spiked != x)
+    assert spiked.reshape(-1)[changed] - x.reshape(-1)[changed] == pytest.approx(0.5 * 11)
+    noisy = additive_noise(1e-2).apply(x, np.random.default_rng(1))
+    rms = float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+    assert 0 < np.std(noisy - x) < 3e-2 * rms
+    third = np.array([1 / 3], dtype=np.float32)
+    assert reduced_precision("bfloat16").apply(third, rng)[0] == np.float32(0.333984375)
+    assert additive_noise().apply(np.arange(3), rng) is None  # integers: not applicable
+    assert swap_channels(-1, 0, 5).apply(x, rng) is None  # axis too short
+    assert reduced_precision("float16").apply(np.ones(2, np.float16), rng) is None
+    with pytest.raises(InputError, match="float16 and bfloat16"):
+        reduced_precision("int8")
+
+
+def test_mutations_that_change_nothing_are_not_counted_as_bugs():
+    constant = lambda case: ({"y": np.ones((4, 4))}, {"y": np.ones((4, 4))})  # noqa: E731
+    result = calibrate(constant, 16, mutations=[shift(-1), swap_channels(-1), spike(0.1)])
+    by_name = {m.name: m for m in result.mutations}
+    assert by_name["shift(axis=-1,by=1)"].cases == 0 and by_name["shift(axis=-1,by=1)"].smallest_signal is None
+    assert by_name["spike(0.1)"].cases == 16
+
+
+def test_ssim_is_recorded_for_images_with_an_explicit_data_range():
+    def images(case):
+        image = np.random.default_rng(case).random((16, 16))
+        return {"image": image}, {"image": np.clip(image + 1e-4 * (case % 3), 0, 1)}
+
+    result = calibrate(images, 16, metric="ssim", ssim_data_range=1.0, mutations=[shift(0), spike(0.5)])
+    assert len(result.distributions["ssim"].noise) == 16
+    assert result.proposal == "tolerance"
+    assert result.claim_metric.smallest_bug < result.proposed_bound <= result.claim_metric.largest_noise
+    with pytest.raises(InputError, match="data range"):
+        calibrate(images, 16, metric="ssim")
+
+
+def test_mlx_outputs_are_evaluated_and_measured():
+    import mlx.core as mx
+
+    def pair(case):
+        x = mx.array(inputs(case).astype(np.float32))
+        w = mx.array(WEIGHTS[0].astype(np.float32))
+        fused = mx.tanh(x @ w)
+        split = mx.tanh(mx.concatenate([x[:, :12] @ w[:12] + x[:, 12:] @ w[12:]], axis=0))
+        return {"y": fused}, {"y": split}
+
+    result = calibrate(pair, 16)
+    assert result.claim_metric.largest_noise > 0 and result.proposal == "tolerance"
+
+
+def test_bad_inputs_name_the_problem():
+    with pytest.raises(InputError, match="cannot calibrate metric 'psnr'"):
+        calibrate(twin, 16, metric="psnr")
+    with pytest.raises(InputError, match=r"match none of the outputs \(hidden, argmax\)"):
+        calibrate(twin, 16, outputs=["logits"])
+    with pytest.raises(InputError, match=r"must return \(baseline_outputs, candidate_outputs\)"):
+        calibrate(lambda case: model(inputs(case)), 16)
+
+
+def test_plot_draws_noise_bugs_and_bound(tmp_path):
+    result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
+    path = calibration_plot(result, tmp_path / "calibration.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
