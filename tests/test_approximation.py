@@ -64,3 +64,26 @@ def test_bad_spec_forms_name_the_claim(data, message):
 def test_constructor_validates():
     with pytest.raises(InputError):
         ActivityBand("", 0, 1)
+
+
+def test_numpy_counters_from_runner_outputs_are_read():
+    import numpy as np
+
+    assert check_activity({"skipped_steps": np.array(6)}, BAND) is None
+    assert check_activity({"skipped_steps": np.int64(0)}, BAND).observed == 0
+
+
+def test_spec_claims_carry_an_activity_band(tmp_path):
+    from spec_helpers import TINY_SPEC, make_project
+
+    from paritygate.spec import load_spec
+
+    band = '\nactivity = { counter = "skipped_steps", min = 5, max = 7 }\n'
+    spec = load_spec(make_project(tmp_path / "ok", TINY_SPEC + band))
+    assert spec.claims["y-close"].activity == BAND
+    assert load_spec(make_project(tmp_path / "none")).claims["y-close"].activity is None
+    bad = '\nactivity = { counter = "skipped_steps", min = 5, maximum = 7 }\n'
+    with pytest.raises(SpecError) as info:
+        load_spec(make_project(tmp_path / "bad", TINY_SPEC + bad))
+    assert "parity.toml: claims.y-close.activity" in str(info.value)
+    assert "unknown key(s) maximum" in str(info.value)

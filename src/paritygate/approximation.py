@@ -8,6 +8,9 @@ reports (skipped steps, cache hits, pruned heads) lying within the claimed band.
 In a spec a claim carries the band as an inline table::
 
     activity = { counter = "skipped_steps", min = 5, max = 7 }
+
+The candidate reports the counter as a scalar output of that name (``skipped_steps``), so a
+subprocess candidate reports it the same way as an in-process one.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def check_activity(counters: Mapping[str, Any], band: ActivityBand) -> Failure |
             detail=f"counter '{band.counter}' was not reported (reported: {reported}); "
             f"claim requires {band.text}",
         )
-    value = counters[band.counter]
+    value = _as_number(counters[band.counter])
     if not _is_number(value) or math.isnan(value):
         return Failure(metric, band.text, str(value), detail=f"{band.counter} = {value!r} is not a number")
     if value < band.low:
@@ -111,6 +114,15 @@ def check_activity(counters: Mapping[str, Any], band: ActivityBand) -> Failure |
         excess=float(excess),
         detail=f"{band.counter} = {_fmt(value)}, claim requires {band.text}: {why}",
     )
+
+
+def _as_number(value: Any) -> Any:
+    """Counters arrive as Python numbers, numpy scalars or one-element arrays (a runner output)."""
+    size = getattr(value, "size", None)
+    item = getattr(value, "item", None)
+    if size == 1 and callable(item):
+        return item()
+    return value
 
 
 def _fmt(value: int | float) -> str:

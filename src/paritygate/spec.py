@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .approximation import ActivityBand
 from .errors import SpecError
 
 __all__ = [
@@ -167,6 +168,9 @@ class Claim:
     published: tuple[str, ...] = ()
     description: str = ""
     params: dict[str, Any] = field(default_factory=dict)  # metric parameters (bins, data_range, label)
+    # A counter the candidate reports (a scalar output of that name) must lie in this band, so
+    # that an optimization that does nothing fails instead of matching the baseline perfectly.
+    activity: ActivityBand | None = None
 
     def covers(self, output: str) -> bool:
         return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
@@ -582,7 +586,7 @@ class _Validator:
             data,
             key,
             ("outputs", "metric", "bound", "unit", "scope", "oracle", "mode", "status", "basis",
-             "hardware", "candidates", "published", "description", "params"),
+             "hardware", "candidates", "published", "description", "params", "activity"),
             required=("outputs", "metric", "bound", "oracle", "status"),
         )
         metric = self.choice(data, key, "metric", METRICS)
@@ -634,6 +638,10 @@ class _Validator:
             if unlabelled:
                 raise self.error(f"{key}.metric", f"{metric} needs a label {label!r} on every case; missing on {', '.join(unlabelled)}")
         published = self.strings(data["published"], f"{key}.published") if "published" in data else ()
+        activity = None
+        if "activity" in data:
+            where = self.error(f"{key}.activity", "").where
+            activity = ActivityBand.from_mapping(data["activity"], where=where)
         return Claim(
             id=cid,
             outputs=patterns,
@@ -651,6 +659,7 @@ class _Validator:
             published=published,
             description=data.get("description", "") if isinstance(data.get("description", ""), str) else "",
             params=_plain(params),
+            activity=activity,
         )
 
 
