@@ -1,0 +1,593 @@
+"""Claims check: every number published in Markdown is the number the gate enforces.
+
+A number in a doc is tied to the spec by an HTML comment written right after it (invisible when
+the Markdown is rendered):
+
+- ``≤ 2 px <!-- claim: boxes.edge_px -->`` ties the number to the bound of claim
+  ``boxes.edge_px``;
+- ``0.9987 <!-- measured: results/vad.json#/verdicts/0/observed -->`` ties it to a figure in a
+  committed result file, addressed by a JSON pointer (RFC 6901); the path is relative to the doc.
+
+:func:`check_claims` fails (one :class:`Problem` per finding, naming file:line, the claim and
+both numbers) when a tied bound differs from the spec's, when the gate's bound is looser than the
+published number (seed 002: the README says 2 px, the gate runs at 30 px), when a published
+measured figure differs from the file it cites, when a calibrated claim has no basis, when a
+claim lists a doc in ``published`` and that doc has no marker for it, and when a marker names an
+unknown claim. The syntax is documented in ``docs/claims-check.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import InputError, SpecError
+
+__all__ = [
+    "PublishedNumber",
+    "Marker",
+    "Problem",
+    "SpecClaim",
+    "ClaimsCheckResult",
+    "parse_number",
+    "find_markers",
+    "read_spec_claims",
+    "check_claims",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers as they are written in prose
+
+_SUPERSCRIPT = str.maketrans("⁻⁺⁰¹²³⁴⁵⁶⁷⁸⁹", "-+0123456789")
+_NUM = (
+    r"[-+−]?(?:\d{1,3}(?:[,_\u2009\u202f]\d{3})+(?:\.\d+)?|\d+\.\d*|\.\d+|\d+)"
+    r"(?:[eE][-+−]?\d+)?"
+)
+_COMPARATORS = {
+    "≤": "<=", "<=": "<=", "&le;": "<=", "⩽": "<=", "<": "<", "&lt;": "<",
+    "≥": ">=", ">=": ">=", "&ge;": ">=", "⩾": ">=", ">": ">", "&gt;": ">",
+    "=": "=", "≈": "~", "~": "~", "±": "±",
+}
+_NUMBER_AT_END = re.compile(
+    r"(?:(?P<cmp>≤|<=|&le;|⩽|≥|>=|&ge;|⩾|&lt;|&gt;|<|>|=|≈|~|±)\s*)?"
+    rf"(?<![\w.,])(?P<num>{_NUM})"
+    rf"(?:\s*(?:–|—|-|to)\s*(?P<num2>{_NUM}))?"
+    r"(?:\s*[×x·]\s*10\s*\^?\s*(?P<exp>[-+−]?\d+))?"
+    r"(?:\s*(?P<unit>%|‰|×|[A-Za-zµμ°][\w/µμ°]*(?:[ \t][A-Za-z][\w/]*)?))?"
+    r"$"
+)
+# Trailing Markdown around a number: emphasis, code spans, a closing parenthesis or bracket.
+_TRAILING = " \t*_`)]"
+
+# Units known well enough to call two of them different (anything else is not compared).
+_UNIT_ALIASES = {
+    "px": "px", "pixel": "px", "pixels": "px",
+    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "second": "s", "seconds": "s",
+    "us": "us", "µs": "us", "μs": "us", "microsecond": "us", "microseconds": "us",
+    "ns": "ns", "db": "dB", "%": "%", "×": "x", "x": "x",
+    "mb": "MB", "mib": "MiB", "gb": "GB", "gib": "GiB", "kb": "kB", "kib": "KiB",
+    "ulp": "ulp", "ulps": "ulp",
+}
+
+
+@dataclass(frozen=True)
+class PublishedNumber:
+    """A number as written: its value, an optional range end, comparator and unit.
+
+    ``resolution`` is half a unit of the last written digit (in the value's own scale): a measured
+    figure matches a file value that rounds to it. Percentages keep ``value`` as written (97.3 for
+    "97.3 %") with ``percent`` set.
+    """
+
+    text: str
+    value: float
+    high: float | None = None
+    comparator: str | None = None  # "<=", "<", ">=", ">", "=", "~", "±"
+    unit: str = ""
+    resolution: float = 0.0
+
+    @property
+    def percent(self) -> bool:
+        return self.unit == "%"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _to_float(text: str) -> tuple[float, int]:
+    """A number token as a float and its count of written decimals (of the mantissa)."""
+    clean = text.replace("−", "-").replace(",", "").replace("_", "")
+    clean = clean.replace("\u2009", "").replace("\u202f", "")
+    mantissa, _, exponent = clean.lower().partition("e")
+    decimals = len(mantissa.split(".", 1)[1]) if "." in mantissa else 0
+    value = float(clean)
+    if exponent:
+        decimals -= int(exponent)
+    return value, decimals
+
+
+def _scaled(value: float, exponent: int) -> float:
+    # Through the decimal text, so that 3.2 × 10^-5 is exactly the float of "3.2e-5".
+    return float(f"{value!r}e{exponent}") if "e" not in repr(value) else value * 10.0**exponent
+
+
+def parse_number(text: str) -> PublishedNumber | None:
+    """The number written at the very end of ``text`` (Markdown emphasis allowed), or None.
+
+    Handles comparators (≤ <= ≥ >= < > ≈ and their HTML entities), units ("2 px", "1.3×",
+    "99.5 %"), thousands separators (1,234 or thin spaces), scientific notation (1.2e-3,
+    3.2 × 10^-5, 3.2×10⁻⁵), ranges ("5–7"), and a unicode minus.
+    """
+    stripped = text.translate(_SUPERSCRIPT).rstrip(_TRAILING)
+    match = _NUMBER_AT_END.search(stripped)
+    if match is None:
+        return None
+    value, decimals = _to_float(match.group("num"))
+    high = None
+    if match.group("num2"):
+        high, decimals2 = _to_float(match.group("num2"))
+        decimals = max(decimals, decimals2)
+    if match.group("exp"):
+        exponent = int(match.group("exp").replace("−", "-"))
+        value = _scaled(value, exponent)
+        high = _scaled(high, exponent) if high is not None else None
+        decimals -= exponent
+    comparator = _COMPARATORS.get(match.group("cmp") or "", None)
+    unit = (match.group("unit") or "").strip()
+    if unit and unit[0] in "xX" and (len(unit) == 1):
+        unit = "×"
+    return PublishedNumber(
+        text=match.group(0).strip(),
+        value=value,
+        high=high,
+        comparator=comparator,
+        unit=unit,
+        resolution=0.5 * 10.0 ** (-decimals),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Markers in Markdown
+
+_MARKER = re.compile(r"<!--\s*(?P<kind>claim|measured)\b(?P<body>.*?)-->", re.DOTALL)
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)*?<!--.*?\1")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One marker in a doc: ``kind`` is "claim" or "measured"; ``target`` the claim id or
+    ``file#/pointer``; ``number`` what precedes it (None when no number does)."""
+
+    doc: Path
+    line: int
+    kind: str
+    target: str
+    number: PublishedNumber | None
+    problem: str = ""  # a malformed marker
+
+    @property
+    def where(self) -> str:
+        return f"{_show(self.doc)}:{self.line}"
+
+
+def find_markers(doc: str | Path) -> list[Marker]:
+    """Every claim / measured marker of a Markdown file, with the number written before it.
+
+    Markers inside fenced code blocks and inline code spans are examples, not markers.
+    """
+    path = Path(doc)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such doc", where=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the doc: {exc}", where=str(path)) from None
+    markers: list[Marker] = []
+    fence: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        # Blank out inline code that shows a marker, keeping columns for the prefix logic.
+        visible = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)
+        previous_end = 0
+        for match in _MARKER.finditer(visible):
+            prefix = visible[previous_end : match.start()]
+            previous_end = match.end()
+            kind = match.group("kind")
+            body = match.group("body").strip()
+            problem = ""
+            if not body.startswith(":"):
+                problem = f"malformed marker {match.group(0)!r}: expected '<!-- {kind}: ... -->'"
+                target = ""
+            else:
+                target = body[1:].strip()
+                if not target:
+                    problem = f"malformed marker {match.group(0)!r}: names no {kind}"
+            published = parse_number(prefix)
+            if published is None and not problem:
+                problem = (
+                    f"{kind} marker {target!r} does not follow a number "
+                    "(write the marker right after the number it ties)"
+                )
+            markers.append(Marker(path, number, kind, target, published, problem))
+    return markers
+
+
+# --------------------------------------------------------------------------------------------
+# The spec's claims
+
+
+@dataclass(frozen=True)
+class SpecClaim:
+    """What the claims check needs of one claim of the spec."""
+
+    id: str
+    bound: float | None
+    unit: str
+    metric: str
+    direction: str | None  # "max": observed <= bound; "min": observed >= bound
+    status: str
+    basis: dict[str, Any]
+    published: tuple[str, ...]
+    line: int | None = None  # the line of its [claims.<id>] table in the spec
+
+
+def _directions() -> dict[str, str]:
+    try:
+        from .spec import METRICS
+    except ImportError:  # the spec module lands separately; until then the core metrics
+        METRICS = {  # noqa: N806
+            "exact": ("element", "max"), "max_abs": ("element", "max"),
+            "max_rel": ("element", "max"), "ulp": ("element", "max"),
+            "max_edge_delta": ("edge", "max"), "cosine": ("output", "min"),
+            "mean_abs": ("output", "max"), "ssim": ("output", "min"), "psnr": ("output", "min"),
+            "accuracy": ("dataset", "min"), "ece": ("dataset", "max"),
+            "agreement": ("dataset", "min"), "p50_ms": ("speed", "max"), "p90_ms": ("speed", "max"),
+        }
+    return {metric: direction for metric, (_, direction) in METRICS.items()}
+
+
+def _claim_lines(text: str, table: tuple[str, ...]) -> dict[str, int]:
+    prefix = r"\.".join(re.escape(t) for t in (*table, "claims"))
+    header = re.compile(
+        rf"^\s*\[\s*{prefix}\s*\.\s*(?:\"(?P<q>[^\"]+)\"|'(?P<s>[^']+)'|(?P<b>[A-Za-z0-9_.\-]+?))\s*\]"
+    )
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = header.match(line)
+        if match:
+            name = match.group("q") or match.group("s") or match.group("b")
+            lines.setdefault(name, number)
+    return lines
+
+
+def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list[str]]:
+    """The spec's claims, its folder (``published`` paths are relative to it) and load problems.
+
+    The claims table is read leniently so that every doc problem is still reported when the spec
+    has others; the full spec is then validated with :func:`paritygate.spec.load_spec` and its
+    error, if any, is returned as a problem (a spec that does not load enforces nothing).
+    """
+    path = Path(spec)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("spec file not found", where=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the spec: {exc}", where=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
+    table: tuple[str, ...] = ()
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("paritygate")
+        table = ("tool", "paritygate")
+        if not isinstance(data, dict):
+            raise SpecError("no [tool.paritygate] table", where=str(path))
+    raw_claims = data.get("claims", {})
+    if not isinstance(raw_claims, dict):
+        raise SpecError("claims must be a table of [claims.<id>] tables", where=str(path))
+    directions = _directions()
+    lines = _claim_lines(text, table)
+    claims: dict[str, SpecClaim] = {}
+    for claim_id, value in raw_claims.items():
+        if not isinstance(value, dict):
+            raise SpecError(f"claims.{claim_id} must be a table", where=str(path))
+        bound = value.get("bound")
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            bound = None
+        published = value.get("published", ())
+        if isinstance(published, str):
+            published = (published,)
+        basis = value.get("basis", {})
+        claims[claim_id] = SpecClaim(
+            id=claim_id,
+            bound=float(bound) if bound is not None else None,
+            unit=str(value.get("unit", "") or ""),
+            metric=str(value.get("metric", "")),
+            direction=directions.get(str(value.get("metric", ""))),
+            status=str(value.get("status", "")),
+            basis=basis if isinstance(basis, dict) else {"": basis},
+            published=tuple(str(p) for p in published if isinstance(p, str)),
+            line=lines.get(claim_id),
+        )
+    problems: list[str] = []
+    try:
+        from .spec import load_spec
+    except ImportError:
+        return claims, path.absolute().parent, problems
+    try:
+        load_spec(path)
+    except SpecError as exc:
+        # A calibrated claim without basis is reported below, once, with its line.
+        if not re.search(r"claims\.[^ :]+\.basis", str(exc)):
+            problems.append(f"the spec does not load: {exc.one_line()}")
+    return claims, path.absolute().parent, problems
+
+
+# --------------------------------------------------------------------------------------------
+# The check
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: where (file:line), the claim (if any) and what is wrong, with both numbers."""
+
+    where: str
+    claim: str | None
+    message: str
+
+    def __str__(self) -> str:
+        claim = f" claim {self.claim}:" if self.claim else ""
+        return f"{self.where}:{claim} {self.message}"
+
+
+@dataclass
+class ClaimsCheckResult:
+    spec: Path
+    docs: list[Path]
+    markers: list[Marker] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "none"
+    return f"{value:.10g}"
+
+
+def _with_unit(value: float | None, unit: str) -> str:
+    return f"{_num(value)} {unit}".strip()
+
+
+def _canonical_unit(unit: str) -> str | None:
+    return _UNIT_ALIASES.get(unit.strip().lower())
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> list[Problem]:
+    number = marker.number
+    assert number is not None
+    where = marker.where
+    problems: list[Problem] = []
+    if claim.bound is None:
+        return [Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")]
+    if number.high is not None:
+        return [Problem(where, claim.id,
+                        f"published range {number.text!r} cannot be tied to the single bound "
+                        f"{_with_unit(claim.bound, claim.unit)} of the spec ({spec_where})")]
+    published = number.value
+    if number.percent and _canonical_unit(claim.unit) != "%":
+        published = number.value / 100.0  # 2 % of a fraction-valued metric is 0.02
+    published_unit = _canonical_unit(number.unit) if not number.percent else None
+    claim_unit = _canonical_unit(claim.unit)
+    if published_unit and claim_unit and published_unit != claim_unit:
+        problems.append(Problem(where, claim.id,
+                                f"published {number.text!r} is in {number.unit} but the spec's bound "
+                                f"{_with_unit(claim.bound, claim.unit)} ({spec_where}) is in {claim.unit}"))
+        return problems
+    if claim.direction and number.comparator in ("<=", "<", ">=", ">"):
+        upper = number.comparator in ("<=", "<")
+        if upper != (claim.direction == "max"):
+            kind = "upper" if claim.direction == "max" else "lower"
+            problems.append(Problem(where, claim.id,
+                                    f"published {number.text!r} reads as a {'upper' if upper else 'lower'} "
+                                    f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})"))
+    if not _same(published, claim.bound):
+        looser = None
+        if claim.direction == "max":
+            looser = claim.bound > published
+        elif claim.direction == "min":
+            looser = claim.bound < published
+        unit = claim.unit or ("" if number.percent else number.unit)
+        if looser:
+            problems.append(Problem(where, claim.id,
+                                    f"the gate's bound {_with_unit(claim.bound, unit)} ({spec_where}) is looser "
+                                    f"than the published {number.text!r} ({_num(published)}): the gate does not "
+                                    f"enforce the number the doc publishes"))
+        else:
+            problems.append(Problem(where, claim.id,
+                                    f"published {number.text!r} ({_num(published)}) differs from the gate's "
+                                    f"bound {_with_unit(claim.bound, unit)} ({spec_where}): publish the number "
+                                    "the gate enforces"))
+    return problems
+
+
+def _pointer(data: Any, pointer: str, where: str) -> Any:
+    if pointer == "":
+        return data
+    if not pointer.startswith("/"):
+        raise LookupError(f"JSON pointer {pointer!r} must start with '/'")
+    current = data
+    for raw in pointer[1:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(current, dict):
+            if token not in current:
+                raise LookupError(f"no key {token!r} (at {pointer!r}) in {where}")
+            current = current[token]
+        elif isinstance(current, list):
+            if not token.isdigit() or int(token) >= len(current):
+                raise LookupError(f"no index {token!r} (at {pointer!r}) in {where}")
+            current = current[int(token)]
+        else:
+            raise LookupError(f"{pointer!r} goes below a {type(current).__name__} in {where}")
+    return current
+
+
+def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
+    number = marker.number
+    assert number is not None
+    where = marker.where
+    file_text, _, pointer = marker.target.partition("#")
+    file = (marker.doc.parent / file_text).resolve()
+    shown = f"{file_text}#{pointer}"
+    if file not in cache:
+        try:
+            cache[file] = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            cache[file] = FileNotFoundError
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            cache[file] = ValueError(str(exc))
+    data = cache[file]
+    if data is FileNotFoundError:
+        return [Problem(where, None, f"published {number.text!r} cites {file_text}, which does not exist")]
+    if isinstance(data, ValueError):
+        return [Problem(where, None, f"published {number.text!r} cites {file_text}, which is not JSON ({data})")]
+    try:
+        value = _pointer(data, pointer, file_text)
+    except LookupError as exc:
+        return [Problem(where, None, f"published {number.text!r} cites {shown}: {exc}")]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return [Problem(where, None, f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite number")]
+    if number.high is not None:
+        return [Problem(where, None, f"published range {number.text!r} cannot be a single measured figure ({shown} holds {_num(value)})")]
+    readings = [(number.value, number.resolution)]
+    if number.percent:
+        # 97.3 % is the fraction 0.973; a file may hold either form.
+        readings.insert(0, (number.value / 100.0, number.resolution / 100.0))
+    for published, resolution in readings:
+        if abs(published - value) <= resolution * (1 + 1e-9) + 1e-15:
+            return []
+    return [Problem(where, None,
+                    f"published {number.text!r} differs from {shown}, which holds {_num(value)} "
+                    f"(it rounds to the written precision as {_round_like(value, number)})")]
+
+
+def _round_like(value: float, number: PublishedNumber) -> str:
+    if number.resolution <= 0:
+        return _num(value)
+    decimals = max(0, round(-math.log10(number.resolution * 2)))
+    if number.percent:
+        return f"{value * 100:.{decimals}f} % or {value:.{decimals}f}"
+    return f"{value:.{decimals}f}"
+
+
+def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckResult:
+    """Check every marker of ``docs`` (and of every doc a claim lists in ``published``) against
+    ``spec``. Returns the result with one problem per finding; raises for unreadable input."""
+    spec_path = Path(spec)
+    claims, root, load_problems = read_spec_claims(spec_path)
+    spec_name = _show(spec_path)
+    result = ClaimsCheckResult(spec=spec_path, docs=[])
+    for message in load_problems:
+        result.problems.append(Problem(spec_name, None, message))
+
+    def spec_where(claim: SpecClaim) -> str:
+        return f"{spec_name}:{claim.line}" if claim.line else spec_name
+
+    for claim in claims.values():
+        if claim.status == "calibrated" and not claim.basis:
+            result.problems.append(Problem(
+                spec_where(claim), claim.id,
+                "is calibrated but states no basis (what was measured, when, on which hardware, "
+                "over how many cases); a calibrated bound without its basis cannot be checked",
+            ))
+
+    # Docs to scan: those given, plus every doc a claim says it is published in.
+    ordered: dict[Path, Path] = {}
+    for doc in docs:
+        ordered.setdefault(Path(doc).resolve(), Path(doc))
+    published_in: dict[Path, list[SpecClaim]] = {}
+    for claim in claims.values():
+        for name in claim.published:
+            doc = (root / name).resolve()
+            if not doc.is_file():
+                result.problems.append(Problem(
+                    spec_where(claim), claim.id,
+                    f"says it is published in {name}, which does not exist",
+                ))
+                continue
+            published_in.setdefault(doc, []).append(claim)
+            ordered.setdefault(doc, doc)
+    result.docs = list(ordered.values())
+
+    cache: dict[Path, Any] = {}
+    marked: dict[Path, set[str]] = {}
+    for resolved, doc in ordered.items():
+        markers = find_markers(doc)
+        result.markers.extend(markers)
+        for marker in markers:
+            if marker.problem:
+                result.problems.append(Problem(marker.where, None, marker.problem))
+                continue
+            if marker.kind == "measured":
+                result.problems.extend(_check_measured(marker, cache))
+                continue
+            claim = claims.get(marker.target)
+            if claim is None:
+                known = ", ".join(sorted(claims)) or "none"
+                result.problems.append(Problem(
+                    marker.where, marker.target,
+                    f"unknown claim: the spec {spec_name} has no [claims.{marker.target}] "
+                    f"(published {marker.number.text!r}; claims in the spec: {known})",
+                ))
+                continue
+            marked.setdefault(resolved, set()).add(claim.id)
+            result.problems.extend(_check_claim_marker(marker, claim, spec_where(claim)))
+
+    for doc, listed in published_in.items():
+        for claim in listed:
+            if claim.id not in marked.get(doc, set()):
+                result.problems.append(Problem(
+                    _show(doc), claim.id,
+                    f"the spec ({spec_where(claim)}) says this claim is published here, but the doc "
+                    f"has no '<!-- claim: {claim.id} -->' marker after its number "
+                    f"(the bound is {_with_unit(claim.bound, claim.unit)})",
+                ))
+    return result
