@@ -19,6 +19,7 @@ outputs = ["boxes/*", "prob"]
 [cases.leetcode]
 path = "cases/leetcode.png"
 sha256 = "{sha}"
+label = 1
 
 [runners.reference]
 role = "reference"
@@ -113,7 +114,7 @@ def test_gate_looser_than_published_number_fails(tmp_path):
     [problem] = result.problems
     text = str(problem)
     assert text.startswith("README.md:3: claim boxes.edge_px:")
-    assert "the gate's bound 30 px (parity.toml:16) is looser than the published '≤ 2 px'" in text
+    assert "the gate's bound 30 px (parity.toml:17) is looser than the published '≤ 2 px'" in text
     assert re.search(r"\b2\b", text) and "30" in text
 
 
@@ -185,7 +186,7 @@ def test_unpublished_claim_fails(tmp_path):
     spec, path = _project(tmp_path, readme=readme)
     [problem] = check_claims([path], spec).problems
     text = str(problem)
-    assert text.startswith("README.md: claim boxes.edge_px: the spec (parity.toml:16) says this claim is published here")
+    assert text.startswith("README.md: claim boxes.edge_px: the spec (parity.toml:17) says this claim is published here")
     assert "no '<!-- claim: boxes.edge_px -->' marker" in text and "2 px" in text
 
 
@@ -200,7 +201,7 @@ def test_published_doc_that_does_not_exist(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(published='["docs/absent.md"]'))
     [problem] = check_claims([readme], spec).problems
     assert str(problem) == (
-        "parity.toml:16: claim boxes.edge_px: says it is published in docs/absent.md, which does not exist"
+        "parity.toml:17: claim boxes.edge_px: says it is published in docs/absent.md, which does not exist"
     )
 
 
@@ -208,7 +209,15 @@ def test_calibrated_claim_without_basis_fails(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(edge_basis=False))
     problems = [str(p) for p in check_claims([readme], spec).problems]
     assert len(problems) == 1
-    assert problems[0].startswith("parity.toml:16: claim boxes.edge_px: is calibrated but states no basis")
+    assert problems[0].startswith("parity.toml:17: claim boxes.edge_px: is calibrated but states no basis")
+
+
+def test_other_spec_errors_are_reported_once(tmp_path):
+    spec, readme = _project(tmp_path, spec_claims=_claims().replace('metric = "cosine"', 'metric = "cosine"\nbund = 1'))
+    problems = [str(p) for p in check_claims([readme], spec).problems]
+    assert len(problems) == 1
+    assert problems[0].startswith("parity.toml: the spec does not load:")
+    assert "claims.prob_cosine.bund: unknown key" in problems[0]
 
 
 def test_provisional_claim_without_basis_is_fine(tmp_path):
@@ -257,7 +266,7 @@ status = "provisional"
     assert result.problems == []
     (tmp_path / "README.md").write_text(text.replace("≥ 95 % <!--", "≥ 99 % <!--"))
     [problem] = check_claims([readme], spec).problems
-    assert "claim accuracy: the gate's bound 0.95 (parity.toml:35) is looser than the published '≥ 99 %' (0.99)" in str(problem)
+    assert "claim accuracy: the gate's bound 0.95 (parity.toml:36) is looser than the published '≥ 99 %' (0.99)" in str(problem)
 
 
 @pytest.mark.parametrize(
