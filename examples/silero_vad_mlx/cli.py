@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from postprocess import get_speech_timestamps  # noqa: E402
-from runners import read_wav  # noqa: E402
+from runners import gate_outputs, read_wav  # noqa: E402
 from vad_mlx import UnsupportedSampleRate, load, resolve_rate  # noqa: E402
 
 
@@ -36,6 +36,13 @@ def analyse(path: str | Path, threshold: float = 0.5, min_speech_duration_ms: in
             "probabilities": [float(p) for p in probs], "timestamps": timestamps}
 
 
+def gate_result(path: str | Path) -> dict:
+    rate, samples = read_wav(path)
+    out = gate_outputs(load().probabilities(samples, rate), rate, samples.size)
+    return {"probabilities": [float(p) for p in out["probabilities"]],
+            "segments": {k: [int(v) for v in seg] for k, seg in out["segments"].items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Silero VAD (MLX port): WAV -> JSON")
     parser.add_argument("wav")
@@ -44,10 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-speech-ms", type=int, default=250)
     parser.add_argument("--min-silence-ms", type=int, default=100)
     parser.add_argument("--speech-pad-ms", type=int, default=30)
+    parser.add_argument("--gate-outputs", action="store_true",
+                        help="write the parity gate's outputs instead: probabilities and "
+                             "segments/<i> = [start chunk, end chunk]")
     args = parser.parse_args(argv)
     try:
-        result = analyse(args.wav, args.threshold, args.min_speech_ms, args.min_silence_ms,
-                         args.speech_pad_ms)
+        if args.gate_outputs:
+            result = gate_result(args.wav)
+        else:
+            result = analyse(args.wav, args.threshold, args.min_speech_ms, args.min_silence_ms,
+                             args.speech_pad_ms)
     except (UnsupportedSampleRate, ValueError, OSError, EOFError) as exc:
         print(f"cli.py: {args.wav}: {exc}", file=sys.stderr)
         return 2

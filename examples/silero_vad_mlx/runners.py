@@ -149,3 +149,64 @@ def provenance() -> dict:
         except PackageNotFoundError:
             info[package] = None
     return info
+
+
+# -- runner entry points of parity.toml: a case path in, named outputs out ----------------------
+
+def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
+    """Probabilities plus the unpadded segments in chunks, keyed by their index."""
+    import postprocess
+
+    native, step = resolve_rate(rate)
+    segments = postprocess.speech_segments(probabilities, sampling_rate=native,
+                                           audio_length_samples=-(-n_samples // step))
+    return {"probabilities": np.asarray(probabilities, dtype=np.float32),
+            "segments": {str(i): np.array([s.start.chunk, s.end.chunk], dtype=np.int64)
+                         for i, s in enumerate(segments)}}
+
+
+def reference_outputs(path: str) -> dict:
+    import silero_vad
+    import torch
+
+    rate, samples = read_wav(path)
+    out = gate_outputs(reference_probabilities(samples, rate), rate, samples.size)
+    stamps = silero_vad.get_speech_timestamps(torch.from_numpy(samples.copy()), torchscript_model(),
+                                              sampling_rate=rate)
+    torchscript_model().reset_states()
+    out["timestamps"] = {str(i): np.array([t["start"], t["end"]], dtype=np.int64)
+                         for i, t in enumerate(stamps)}
+    return out
+
+
+def mlx_outputs(path: str) -> dict:
+    rate, samples = read_wav(path)
+    return gate_outputs(mlx_probabilities(samples, rate), rate, samples.size)
+
+
+def onnx_outputs(path: str) -> dict:
+    rate, samples = read_wav(path)
+    return gate_outputs(onnx_probabilities(samples, rate), rate, samples.size)
+
+
+def postprocessor_outputs(path: str) -> dict:
+    """The port's post-processor on the committed reference probabilities of this case."""
+    import hashlib
+
+    import postprocess
+    from safetensors.numpy import load_file
+
+    index = json.loads((HERE / "references" / "references.json").read_text())
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    entry = next((e for e in index["cases"].values() if e["case_sha256"] == digest), None)
+    if entry is None or entry.get("rejected"):
+        raise ValueError(f"{path}: no stored reference probabilities for this file (sha256 "
+                         f"{digest}) in references/references.json")
+    probs = load_file(str(HERE / "references" / entry["file"]))["probabilities"]
+    rate, samples = read_wav(path)
+    native, step = resolve_rate(rate)
+    stamps = postprocess.get_speech_timestamps(probs, sampling_rate=native,
+                                               audio_length_samples=-(-samples.size // step),
+                                               step=step)
+    return {"timestamps": {str(i): np.array([t["start"], t["end"]], dtype=np.int64)
+                           for i, t in enumerate(stamps)}}

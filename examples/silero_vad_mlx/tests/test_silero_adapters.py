@@ -1,0 +1,70 @@
+"""Cross-adapter check: the port through its Python API and through cli.py in a subprocess must
+agree at zero tolerance on every case (one numerical path, so any difference is a bug)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_on_path):
+    import paritygate
+
+    import cli
+
+    for case in cases:
+        from_cli = runners.run_cli(case.path)
+        from_api = cli.analyse(case.path)
+        assert from_cli == from_api, case.name  # JSON floats round-trip float32 values exactly
+        probs = np.asarray(from_cli["probabilities"], dtype=np.float32)
+        np.testing.assert_array_equal(probs, runners.mlx_probabilities(case.samples, case.rate))
+        exact = paritygate.compare({"p": probs}, {"p": np.asarray(from_api["probabilities"],
+                                                                  dtype=np.float32)})
+        assert exact and exact["p"].max_abs == 0.0
+
+
+def test_gate_outputs_of_the_cli_match_the_runner(cases, runners, example_on_path):
+    case = next(c for c in cases if c.name == "short_pauses")
+    from_cli = runners.run_cli(case.path, "--gate-outputs")
+    from_api = runners.mlx_outputs(str(case.path))
+    assert from_cli["probabilities"] == [float(p) for p in from_api["probabilities"]]
+    assert from_cli["segments"] == {k: v.tolist() for k, v in from_api["segments"].items()}
+    assert len(from_cli["segments"]) == 4
+
+
+def test_a_diverging_adapter_would_be_caught(cases, runners, example_on_path):
+    # Both directions: an adapter that, say, re-normalised the audio differs, and the exact
+    # comparison reports it.
+    import paritygate
+
+    case = next(c for c in cases if c.name == "clean_speech")
+    api = runners.mlx_probabilities(case.samples, case.rate)
+    drifted = runners.mlx_probabilities(case.samples / np.abs(case.samples).max() * 0.9,
+                                        case.rate)
+    comparison = paritygate.compare({"probabilities": drifted}, {"probabilities": api})
+    assert not comparison
+    assert comparison["probabilities"].mismatches > 0
+
+
+def test_cli_rejects_an_unsupported_rate_with_exit_2(make_cases, example_on_path, tmp_path):
+    wav = make_cases.CASES_DIR / "unsupported_rate_22050.wav"
+    proc = subprocess.run([sys.executable, str(example_on_path / "cli.py"), str(wav), "-o",
+                           str(tmp_path / "out.json")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unsupported_rate_22050.wav: unsupported sample rate 22050 Hz" in proc.stderr
+    assert "supported rates are 8000 and 16000 Hz" in proc.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_cli_output_is_json_with_timestamps(cases, runners):
+    case = next(c for c in cases if c.name == "clean_speech")
+    out = runners.run_cli(case.path, "--threshold", "0.5")
+    assert out["sample_rate"] == 16000 and out["model_rate"] == 16000
+    assert out["timestamps"] == case.reference_timestamps
+    json.dumps(out)
+    with pytest.raises(RuntimeError, match="exited 2"):
+        runners.run_cli(case.path.with_name("no_such_file.wav"))

@@ -1,0 +1,126 @@
+"""The MLX port against the TorchScript reference run live (paired: same process, same inputs),
+and ONNX Runtime on the shipped ONNX export as a second candidate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bounds(vad_gate):
+    return {"max_abs": vad_gate.claim_bound("probability-max-abs"),
+            "min_cosine": vad_gate.claim_bound("probability-cosine"),
+            "edges": int(vad_gate.claim_bound("segment-edges"))}
+
+
+@pytest.fixture(scope="module")
+def live_reference(cases, runners):
+    return {c.name: runners.reference_probabilities(c.samples, c.rate) for c in cases}
+
+
+def test_live_reference_matches_the_stored_one(cases, live_reference):
+    # The stored references are what `make demo` gates against without torch: they must be what
+    # this torch / silero-vad produces today, bit for bit (otherwise re-record deliberately).
+    for case in cases:
+        np.testing.assert_array_equal(live_reference[case.name], case.reference,
+                                      err_msg=f"{case.name}: stored reference is stale")
+
+
+@pytest.mark.parametrize("candidate", ["mlx", "onnxruntime"])
+def test_candidate_meets_the_probability_and_edge_claims(candidate, cases, live_reference,
+                                                         runners, vad_gate, bounds):
+    run = runners.mlx_probabilities if candidate == "mlx" else runners.onnx_probabilities
+    for case in cases:
+        probs = run(case.samples, case.rate)
+        ref = live_reference[case.name]
+        assert probs.shape == ref.shape, case.name
+        comparison = vad_gate.check_probabilities(probs, ref, max_abs=bounds["max_abs"],
+                                                  min_cosine=bounds["min_cosine"], case=case.name)
+        assert comparison, comparison
+        # Not trivially met: the port differs from the reference, by less than the bound.
+        assert 0 < comparison["probabilities"].max_abs <= bounds["max_abs"] or probs.size == 1
+        edges = vad_gate.check_segments(probs, ref, case, max_edge_delta=bounds["edges"])
+        assert edges, edges.describe()
+
+
+def test_a_case_sits_near_the_threshold(cases, live_reference):
+    near = {c.name: float(np.mean(np.abs(live_reference[c.name] - 0.5) <= 0.15)) for c in cases}
+    assert near["noisy_near_threshold"] >= 0.10, near
+    assert max(near.values()) >= 0.10
+
+
+def test_streaming_api_equals_whole_waveform(cases, vad_mlx):
+    port = vad_mlx.load()
+    case = next(c for c in cases if c.name == "short_pauses")
+    whole = port.probabilities(case.samples, case.rate)
+    port.reset_states()
+    padded = np.zeros(whole.size * 512, dtype=np.float32)
+    padded[: case.samples.size] = case.samples
+    streamed = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)],
+                        dtype=np.float32)
+    np.testing.assert_array_equal(streamed, whole)
+    # The stream keeps state: a second pass without reset differs, after reset it repeats.
+    again = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)[:5]])
+    assert not np.array_equal(again, whole[:5])
+    port.reset_states()
+    again = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)[:5]],
+                     dtype=np.float32)
+    np.testing.assert_array_equal(again, whole[:5])
+
+
+def test_reference_keeps_state_between_calls_too(runners):
+    # The habit the port mirrors: without reset_states() the TorchScript model continues.
+    import torch
+
+    model = runners.torchscript_model()
+    chunk = torch.from_numpy(np.random.default_rng(0).normal(0, 0.1, 512).astype(np.float32))
+    model.reset_states()
+    first = model(chunk, 16000).item()
+    second = model(chunk, 16000).item()
+    model.reset_states()
+    assert first != second
+    assert model(chunk, 16000).item() == first
+    model.reset_states()
+
+
+def test_unsupported_rate_is_rejected_with_the_supported_rates_named(vad_mlx, runners,
+                                                                      make_cases):
+    rate, samples = runners.read_wav(make_cases.CASES_DIR / "unsupported_rate_22050.wav")
+    assert rate == 22050
+    with pytest.raises(vad_mlx.UnsupportedSampleRate,
+                       match=r"unsupported sample rate 22050 Hz: supported rates are 8000 and "
+                             r"16000 Hz, or a multiple of 16000"):
+        vad_mlx.load().probabilities(samples, rate)
+    # The reference rejects it as well.
+    import torch
+
+    with pytest.raises(Exception, match="Supported sampling rates"):
+        runners.torchscript_model()(torch.zeros(512), 22050)
+    runners.torchscript_model().reset_states()
+
+
+def test_chunk_length_is_checked(vad_mlx):
+    with pytest.raises(ValueError, match="chunk has 500 samples; 512 are needed at 16000 Hz"):
+        vad_mlx.load()(np.zeros(500, dtype=np.float32), 16000)
+
+
+def test_shorter_than_one_chunk_gives_one_probability(cases, vad_mlx):
+    case = next(c for c in cases if c.name == "shorter_than_chunk")
+    assert case.samples.size < 512
+    probs = vad_mlx.load().probabilities(case.samples, case.rate)
+    assert probs.shape == (1,) == case.reference.shape
+    assert vad_mlx.load().probabilities(np.zeros(0, np.float32), 16000).shape == (0,)
+
+
+def test_weights_are_checked_against_their_pin(vad_mlx, tmp_path, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "w.safetensors"
+    shutil.copy(vad_mlx.WEIGHTS_PATH, copy)
+    with open(copy, "r+b") as f:
+        f.seek(-4, 2)
+        f.write(b"\x00\x00\x80\x3f")
+    monkeypatch.setattr(vad_mlx, "WEIGHTS_PATH", copy)
+    with pytest.raises(ValueError, match="does not match the pinned"):
+        vad_mlx.SileroVAD(copy)
