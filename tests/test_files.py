@@ -17,6 +17,7 @@ import safetensors.numpy
 
 from paritygate.errors import InputError
 from paritygate.files import atomic_write_bytes, load_outputs, save_outputs, sha256_file
+from paritygate.outputs import flatten_outputs
 
 
 class _Payload:
@@ -57,7 +58,7 @@ def _sample_outputs() -> dict:
 
 def test_safetensors_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
     path = save_outputs(tmp_path / "out.safetensors", _sample_outputs(), metadata={"model": "m"})
-    loaded = load_outputs(path)
+    loaded = flatten_outputs(load_outputs(path))
     original = _sample_outputs()
     flat = {k: v for k, v in original.items() if k != "boxes"} | {"boxes/editor": original["boxes"]["editor"]}
     assert set(loaded) == set(flat)
@@ -72,7 +73,7 @@ def test_npz_round_trip_and_names_that_clash_with_numpy_keywords(tmp_path):
     outputs["file"] = np.arange(3)  # np.savez(file, **kw) would clash on this name
     loaded = load_outputs(save_outputs(tmp_path / "out.npz", outputs))
     assert loaded["file"].tolist() == [0, 1, 2]
-    assert loaded["boxes/editor"].tolist() == [1.0, 2.0, 30.0, 40.0]
+    assert loaded["boxes"]["editor"].tolist() == [1.0, 2.0, 30.0, 40.0]
     assert loaded["scalar"].shape == ()
     assert loaded["pixels"].dtype == np.uint8
 
@@ -82,6 +83,35 @@ def test_npz_refuses_bfloat16_it_cannot_store_faithfully(tmp_path):
         save_outputs(tmp_path / "out.npz", {"x": np.ones(2, dtype=ml_dtypes.bfloat16)})
     assert "'x'" in _one_line(exc) and "safetensors" in _one_line(exc)
     assert not (tmp_path / "out.npz").exists()
+
+
+def test_slash_names_come_back_nested_and_clashes_are_refused(tmp_path):
+    path = tmp_path / "flat.safetensors"
+    path.write_bytes(safetensors.numpy.save({"layers/0": np.ones(2), "layers/1": np.zeros(2)}))
+    loaded = load_outputs(path)
+    assert sorted(loaded["layers"]) == ["0", "1"]
+    assert sorted(flatten_outputs(loaded)) == ["layers/0", "layers/1"]
+    path.write_bytes(safetensors.numpy.save({"layers": np.ones(2), "layers/1": np.zeros(2)}))
+    with pytest.raises(InputError) as exc:
+        load_outputs(path)
+    assert "'layers'" in _one_line(exc) and str(path) in _one_line(exc)
+    path.write_bytes(safetensors.numpy.save({"a//b": np.ones(2)}))
+    with pytest.raises(InputError, match="empty part"):
+        load_outputs(path)
+
+
+def test_safetensors_whose_header_length_looks_like_a_pickle_opcode_loads(tmp_path):
+    # The header length is little-endian: 0x0280 bytes starts the file with 0x80 0x02, the
+    # opening of a protocol-2 pickle. Such a valid file must load.
+    path = tmp_path / "long-name.safetensors"
+    for length in range(1, 800):
+        data = safetensors.numpy.save({"x" * length: np.ones(2, dtype=np.float32)})
+        if data[:2] == b"\x80\x02":
+            break
+    else:
+        pytest.fail("no name length gives a header of 0x280 bytes")
+    path.write_bytes(data)
+    assert load_outputs(path)["x" * length].tolist() == [1.0, 1.0]
 
 
 def test_npy_is_named_by_file_stem(tmp_path):

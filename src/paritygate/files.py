@@ -109,6 +109,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         raise InputError("folder does not exist", where=str(folder))
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp creates the file 0600; give it the mode a plain open() would have.
+        os.chmod(tmp_name, _mode_for(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -122,6 +124,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         raise
     _fsync_folder(folder)
     return path
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777  # keep the mode of the file being replaced
+    except OSError:
+        pass
+    umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -144,9 +156,11 @@ def _fsync_folder(folder: Path) -> None:
 def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Named outputs stored in ``path`` (.safetensors, .npz, .npy or .json).
 
-    Returns a dict: name -> numpy array for the array formats (``.npy`` holds one array, named by
-    the file's stem), the parsed tree for JSON (a JSON document whose top level is not an object
-    is returned under the file's stem).
+    Returns an output tree: for the array formats, names written as ``boxes/editor`` come back
+    nested (``{"boxes": {"editor": array}}``), the inverse of :func:`save_outputs`, so that
+    :func:`paritygate.outputs.flatten_outputs` names them ``boxes/editor`` again; a ``.npy`` file
+    holds one array, named by the file's stem. JSON gives its parsed tree (a document whose top
+    level is not an object comes back under the file's stem).
     """
     path = Path(path)
     where = str(path)
@@ -158,15 +172,48 @@ def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
             where=where,
         )
     data = _read_bytes(path)
-    if data[:1] == bytes([_PICKLE_PROTO]):
-        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
     if suffix == ".safetensors":
-        return _load_safetensors(data, where)
+        # The 8-byte header length of a valid file may itself begin with 0x80, so a pickle is
+        # recognised only once the bytes fail to parse as safetensors.
+        try:
+            flat = _load_safetensors(data, where)
+        except InputError:
+            if _looks_pickled(data):
+                raise InputError("is a pickle file, refused", where=where,
+                                 hint=_NO_PICKLE_HINT) from None
+            raise
+        return _nest(flat, where)
+    if _looks_pickled(data):
+        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
     if suffix == ".npy":
         return {path.stem: _load_npy(data, where)}
     if suffix == ".npz":
-        return _load_npz(path, data, where)
+        return _nest(_load_npz(path, data, where), where)
     return _load_json(data, where, path.stem)
+
+
+def _looks_pickled(data: bytes) -> bool:
+    return len(data) > 1 and data[0] == _PICKLE_PROTO and 2 <= data[1] <= 5
+
+
+def _nest(flat: dict[str, Any], where: str) -> dict[str, Any]:
+    """``{"boxes/editor": x}`` -> ``{"boxes": {"editor": x}}``; clashing or empty parts fail."""
+    tree: dict[str, Any] = {}
+    for name, value in flat.items():
+        parts = name.split("/")
+        if not all(parts):
+            raise InputError(f"output name {name!r} has an empty part", where=where)
+        node = tree
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InputError(f"output {'/'.join(parts[: i + 1])!r} is both an array and a "
+                                 f"group (of {name!r})", where=where)
+            node = child
+        if parts[-1] in node:
+            raise InputError(f"output {name!r} is both an array and a group", where=where)
+        node[parts[-1]] = value
+    return tree
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -58,9 +58,16 @@ class _Verdict:
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)
 
+    def summary(self) -> str:
+        """The headline metrics, one line."""
+        return ""
+
     def describe(self) -> str:
-        """One line per failure (or a single 'passed' line), for messages and reports."""
-        head = f"{self.kind} {self.path or '(output)'}: {'passed' if self.passed else 'FAILED'}"
+        """A headline with the key metrics, then one line per failure, for messages and reports."""
+        head = f"{self.kind} {self.path or '(output)'}: {'PASS' if self.passed else 'FAIL'}"
+        summary = self.summary()
+        if summary:
+            head += f" — {summary}"
         return "\n".join([head] + [f"  {f.describe()}" for f in self.failures])
 
 
@@ -113,6 +120,14 @@ class KeyedBoxesResult(_Verdict):
     missing: list[str]  # labels in expected, absent in actual
     extra: list[str]  # labels in actual, absent in expected
     failures: list[Failure] = field(default_factory=list)
+
+    def summary(self) -> str:
+        n_edges = sum(len(d) for d in self.edge_deltas.values())
+        text = (f"{len(self.edge_deltas)} labels, {n_edges} edges, max delta "
+                f"{_fmt(self.observed_max_delta)}")
+        if self.worst:
+            text += f" at {self.worst}"
+        return text + f" (bound {self.max_edge_delta})"
 
 
 def _label_map(boxes: Mapping[Any, Any], side: str, edge_names: tuple[str, ...],
@@ -265,6 +280,15 @@ class MatchedBoxesResult(_Verdict):
     unmatched_expected: list[int]
     failures: list[Failure] = field(default_factory=list)
 
+    def summary(self) -> str:
+        text = (f"{len(self.pairs)} pairs of {self.n_actual} actual / {self.n_expected} expected "
+                f"boxes at IoU >= {_fmt(self.min_iou)}")
+        if self.observed_min_iou is not None:
+            text += f", lowest IoU {_fmt(self.observed_min_iou)}"
+        if self.observed_max_delta is not None:
+            text += f", max edge delta {_fmt(self.observed_max_delta)}"
+        return text
+
 
 def _boxes_array(boxes: Any, side: str, path: str) -> np.ndarray:
     array = np.asarray(boxes, dtype=np.float64) if not isinstance(boxes, np.ndarray) else boxes
@@ -402,6 +426,13 @@ class SequenceResult(_Verdict):
     expected_context: list[Any] | str | None
     failures: list[Failure] = field(default_factory=list)
 
+    def summary(self) -> str:
+        text = f"lengths {self.length_actual} / {self.length_expected}"
+        if self.first_divergence is None:
+            return text + ", identical"
+        return text + (f", first divergence at {self.first_divergence}, "
+                       f"{self.mismatched_positions} differing positions")
+
 
 def _sequence(value: Any, side: str, path: str) -> str | np.ndarray:
     if isinstance(value, str):
@@ -509,6 +540,16 @@ class ClassDecisionResult(_Verdict):
     ece_expected: float | None
     ece_increase: float | None  # ece_actual - ece_expected
     failures: list[Failure] = field(default_factory=list)
+
+    def summary(self) -> str:
+        agree = self.n_rows - self.argmax_disagreements
+        text = (f"argmax agrees on {agree}/{self.n_rows} rows, max prob drift "
+                f"{_fmt(self.max_prob_drift)}, KL max {_fmt(self.kl_max)}")
+        if self.topk_agreement is not None:
+            text += f", top-{self.top_k} agreement {_fmt(self.topk_agreement)}"
+        if self.ece_actual is not None:
+            text += f", ECE {_fmt(self.ece_actual)} vs {_fmt(self.ece_expected)}"
+        return text
 
 
 def expected_calibration_error(probabilities: Any, labels: Any, *, n_bins: int = 15) -> float:
@@ -734,6 +775,10 @@ class ImageResult(_Verdict):
     mse: float
     max_abs: float
     failures: list[Failure] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"SSIM {_fmt(self.ssim)}, PSNR {_fmt(self.psnr)} dB, data range "
+                f"{_fmt(self.data_range)}")
 
 
 def compare_images(

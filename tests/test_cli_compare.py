@@ -1,0 +1,246 @@
+"""``paritygate compare A B``: exit 0 within bounds, 1 outside, 2 on bad input, in every entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import paritygate
+from paritygate.cli import cli, main
+from paritygate.files import save_outputs
+
+SRC = Path(paritygate.__file__).resolve().parents[1]
+
+
+def _reference() -> dict:
+    rng = np.random.default_rng(11)
+    return {
+        "logits": rng.standard_normal((8, 16)).astype(np.float32),
+        "boxes": {"editor": np.array([12.0, 40.0, 310.0, 220.0], dtype=np.float32)},
+        "mask": np.array([True, False, True, True]),
+    }
+
+
+def _port(drift_at: tuple[int, int] | None = (3, 5), drift: float = 0.25) -> dict:
+    outputs = _reference()
+    logits = outputs["logits"].astype(np.float16)  # a float16 port: rounding noise everywhere
+    if drift_at is not None:
+        logits[drift_at] += drift
+    outputs["logits"] = logits
+    return outputs
+
+
+@pytest.fixture
+def files(tmp_path):
+    ref = save_outputs(tmp_path / "reference.safetensors", _reference())
+    port = save_outputs(tmp_path / "port.safetensors", _port())
+    clean = save_outputs(tmp_path / "clean.safetensors", _port(drift_at=None))
+    return {"ref": str(ref), "port": str(port), "clean": str(clean), "dir": tmp_path}
+
+
+def _run(args: list[str], capsys) -> tuple[int, str, str]:
+    code = main(["compare", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts
+
+
+def test_identical_files_exit_0(files, capsys):
+    code, out, _ = _run([files["ref"], files["ref"]], capsys)
+    assert code == 0
+    assert "PASS: 3 of 3 outputs within bounds" in out
+
+
+def test_float16_port_passes_at_its_tolerance_and_fails_exact(files, capsys):
+    code, out, _ = _run([files["clean"], files["ref"], "--atol", "5e-3"], capsys)
+    assert code == 0, out
+    code, out, _ = _run([files["clean"], files["ref"]], capsys)
+    assert code == 1
+    assert "FAIL" in out and "logits" in out
+
+
+def test_planted_drift_fails_and_names_output_and_element(files, capsys):
+    code, out, _ = _run([files["port"], files["ref"], "--atol", "5e-3"], capsys)
+    assert code == 1
+    assert "output logits: FAIL" in out
+    assert "3,5" in out  # the planted element, in the table and the worst list
+    assert "FAIL: 2 of 3 outputs within bounds" in out
+    # the bound that would have passed is reported, and passes
+    code, _, _ = _run([files["port"], files["ref"], "--atol", "0.26"], capsys)
+    assert code == 0
+
+
+def test_missing_and_extra_outputs_fail(files, capsys):
+    extra = _port(drift_at=None)
+    extra["scores"] = np.ones(3)
+    del extra["mask"]
+    path = save_outputs(files["dir"] / "shape-shifted.safetensors", extra)
+    code, out, _ = _run([str(path), files["ref"], "--atol", "1"], capsys)
+    assert code == 1
+    assert "missing: mask" in out and "extra: scores" in out
+    assert "MISSING" in out and "EXTRA" in out
+
+
+@pytest.mark.parametrize(
+    "flag, failing, passing",
+    [
+        ("--rtol", "1e-6", "0.7"),
+        ("--min-cosine", "0.9999999", "0.99"),
+        ("--max-ulp", "0", "2048"),
+        ("--max-mean-abs", "1e-6", "0.01"),
+    ],
+)
+def test_each_bound_flag_takes_effect_in_both_directions(files, capsys, flag, failing, passing):
+    loose_atol = ["--atol", "1"] if flag != "--rtol" else ["--atol", "0"]
+    code, out, _ = _run([files["port"], files["ref"], *loose_atol, flag, failing], capsys)
+    assert code == 1, out
+    code, out, _ = _run([files["port"], files["ref"], *loose_atol, flag, passing], capsys)
+    assert code == 0, out
+
+
+def test_json_output_is_the_comparison(files, capsys):
+    code, out, _ = _run([files["port"], files["ref"], "--atol", "5e-3", "--json", "--worst-k", "3"],
+                        capsys)
+    assert code == 1
+    data = json.loads(out)
+    assert data["passed"] is False
+    assert data["actual_file"] == files["port"] and data["expected_file"] == files["ref"]
+    logits = next(o for o in data["outputs"] if o["path"] == "logits")
+    assert logits["passed"] is False and logits["mismatches"] == 1
+    assert len(logits["worst"]) == 3 and logits["worst"][0]["index"] == [3, 5]
+    assert data["tolerance"]["atol"] == 5e-3
+    code, out, _ = _run([files["ref"], files["ref"], "--json"], capsys)
+    assert code == 0 and json.loads(out)["passed"] is True
+
+
+def test_npy_files_compare_whatever_their_names(tmp_path, capsys):
+    np.save(tmp_path / "mine.npy", np.arange(5, dtype=np.float32))
+    np.save(tmp_path / "theirs.npy", np.arange(5, dtype=np.float64))
+    np.save(tmp_path / "off.npy", np.arange(5, dtype=np.float64) + [0, 0, 0, 0, 1])
+    code, _, _ = _run([str(tmp_path / "mine.npy"), str(tmp_path / "theirs.npy")], capsys)
+    assert code == 0
+    code, out, _ = _run([str(tmp_path / "mine.npy"), str(tmp_path / "off.npy")], capsys)
+    assert code == 1 and "output off: FAIL" in out  # named after B
+
+
+def test_json_and_npz_files(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps({"ids": [1, 2, 3], "text": "hello"}))
+    (tmp_path / "b.json").write_text(json.dumps({"ids": [1, 2, 3], "text": "hello"}))
+    (tmp_path / "c.json").write_text(json.dumps({"ids": [1, 2, 4], "text": "hello"}))
+    assert _run([str(tmp_path / "a.json"), str(tmp_path / "b.json")], capsys)[0] == 0
+    assert _run([str(tmp_path / "c.json"), str(tmp_path / "b.json")], capsys)[0] == 1
+    save_outputs(tmp_path / "a.npz", _reference())
+    assert _run([str(tmp_path / "a.npz"), str(tmp_path / "a.npz")], capsys)[0] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: exit 2, one line, no traceback
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_bad_inputs_exit_2_with_one_line(files, capsys):
+    tmp = files["dir"]
+    marker = tmp / "executed.marker"
+    pickled = tmp / "outputs.npz"
+    pickled.write_bytes(pickle.dumps({"logits": _Payload(marker)}))
+    garbage = tmp / "garbage.safetensors"
+    garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
+    wrong_shape = save_outputs(tmp / "wrong.safetensors", {**_reference(), "logits": np.zeros((2, 2))})
+    cases = [
+        ([str(pickled), files["ref"]], "pickle"),
+        ([str(tmp / "absent.safetensors"), files["ref"]], "not found"),
+        ([files["ref"], str(tmp / "model.pt")], "unknown output file type"),
+        ([str(garbage), files["ref"]], "garbage.safetensors"),
+        ([str(wrong_shape), files["ref"]], "logits"),
+    ]
+    (tmp / "model.pt").write_bytes(b"x")
+    for args, needle in cases:
+        code, out, err = _run(args, capsys)
+        assert code == 2, (args, out, err)
+        assert out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("paritygate: error:"), err
+        assert needle in lines[0], (needle, err)
+        assert "Traceback" not in err
+    assert not marker.exists()
+
+
+def test_bad_flag_values_exit_2(files, capsys):
+    code, _, err = _run([files["ref"], files["ref"], "--atol", "-1"], capsys)
+    assert code == 2 and "atol" in err
+    code, _, err = _run([files["ref"], files["ref"], "--min-cosine", "2"], capsys)
+    assert code == 2 and "min_cosine" in err
+    code, _, err = _run([files["ref"]], capsys)
+    assert code == 2 and "Missing argument" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# entry points: python -m paritygate, the console script, click's runner
+
+
+def test_python_dash_m_gives_each_exit_code(files):
+    base = [sys.executable, "-m", "paritygate", "compare"]
+    ok = subprocess.run([*base, files["ref"], files["ref"]], env=_env(), capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([*base, files["port"], files["ref"], "--atol", "5e-3"], env=_env(),
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "output logits: FAIL" in bad.stdout
+    broken = subprocess.run([*base, files["ref"], str(Path(files["dir"]) / "nope.npz")], env=_env(),
+                            capture_output=True, text=True)
+    assert broken.returncode == 2 and "nope.npz: file not found" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+
+def test_console_script_gives_each_exit_code(files):
+    script = Path(sys.executable).with_name("paritygate")
+    assert script.exists(), f"console script not installed next to {sys.executable}"
+    ok = subprocess.run([str(script), "compare", files["ref"], files["ref"]], env=_env(),
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([str(script), "compare", files["port"], files["ref"]], env=_env(),
+                         capture_output=True, text=True)
+    assert bad.returncode == 1
+    broken = subprocess.run([str(script), "compare", files["ref"], "x.unknown"], env=_env(),
+                            capture_output=True, text=True)
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+
+
+def test_click_runner_standalone_mode_exit_codes(files):
+    runner = CliRunner()
+    assert runner.invoke(cli, ["compare", files["ref"], files["ref"]]).exit_code == 0
+    result = runner.invoke(cli, ["compare", files["port"], files["ref"], "--atol", "5e-3"])
+    assert result.exit_code == 1 and "logits" in result.output
+
+
+def test_help_names_which_side_is_which(capsys):
+    code = main(["compare", "--help"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "A (actual: the candidate" in out and "B" in out and "reference" in out
+    for flag in ("--atol", "--rtol", "--min-cosine", "--max-ulp", "--max-mean-abs", "--worst-k",
+                 "--json"):
+        assert flag in out
