@@ -243,3 +243,17 @@ def test_cli_exit_codes_per_step(upstream, capsys):
     assert main(["bootstrap", "--gate", str(spec), "--commit", "deadbeef"]) == 11
     # malformed --require: a usage error
     assert main(["bootstrap", "--gate", str(spec), "--require", "no-colon"]) == 2
+
+
+def test_spec_loader_accepts_the_bootstrap_table(upstream):
+    from paritygate.spec import load_spec
+
+    spec = _spec_with_table(upstream)
+    spec.write_text(
+        'format_version = 1\noutputs = ["y"]\n\n[cases.a]\npath = "a.bin"\nsha256 = "' + "0" * 64
+        + '"\n\n[runners.ref]\nrole = "reference"\ncallable = "m:f"\n\n[runners.port]\n'
+        'role = "candidate"\ncallable = "m:g"\n\n[claims.y]\noutputs = ["y"]\nmetric = "max_abs"\n'
+        'bound = 0\noracle = "equivalence"\nstatus = "provisional"\n\n' + spec.read_text()
+    )
+    assert list(load_spec(spec).claims) == ["y"]
+    assert config_from_spec(spec).commit == upstream["sha"]

@@ -247,17 +247,8 @@ class SpecClaim:
 
 
 def _directions() -> dict[str, str]:
-    try:
-        from .spec import METRICS
-    except ImportError:  # the spec module lands separately; until then the core metrics
-        METRICS = {  # noqa: N806
-            "exact": ("element", "max"), "max_abs": ("element", "max"),
-            "max_rel": ("element", "max"), "ulp": ("element", "max"),
-            "max_edge_delta": ("edge", "max"), "cosine": ("output", "min"),
-            "mean_abs": ("output", "max"), "ssim": ("output", "min"), "psnr": ("output", "min"),
-            "accuracy": ("dataset", "min"), "ece": ("dataset", "max"),
-            "agreement": ("dataset", "min"), "p50_ms": ("speed", "max"), "p90_ms": ("speed", "max"),
-        }
+    from .spec import METRICS
+
     return {metric: direction for metric, (_, direction) in METRICS.items()}
 
 
@@ -327,10 +318,8 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
             line=lines.get(claim_id),
         )
     problems: list[str] = []
-    try:
-        from .spec import load_spec
-    except ImportError:
-        return claims, path.absolute().parent, problems
+    from .spec import load_spec
+
     try:
         load_spec(path)
     except SpecError as exc:

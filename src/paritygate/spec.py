@@ -359,8 +359,9 @@ class _Validator:
         self.keys(
             data,
             "",
+            # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md)
             ("format_version", "name", "references", "reports", "outputs", "cases", "runners",
-             "claims", "hardware", "pins"),
+             "claims", "hardware", "pins", "bootstrap"),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
         version = data["format_version"]
