@@ -93,10 +93,10 @@ def test_exactly_zero_noise_proposes_an_exact_claim():
     paired_result = calibrate(same, 16)
     assert paired_result.noise_exactly_zero and paired_result.proposal == "exact"
     assert paired_result.proposed_bound == 0
-    assert paired_result.exact_claim() == {"metric": "exact", "bound": 0, "oracle": "no-op", "mode": "paired"}
+    assert paired_result.exact_claim() == {"metric": "exact", "bound": 0, "mode": "paired", "kind": "no-op"}
     assert "noise is exactly zero over 16 cases" in paired_result.reason
     stored = calibrate(same, 16, mode="stored")
-    assert stored.exact_claim()["oracle"] == "equivalence"
+    assert stored.exact_claim()["kind"] == "exact-equivalence"
     assert "exact-equivalence claim" in stored.reason
 
 

@@ -1,0 +1,106 @@
+"""``paritygate calibrate SPEC --claim ID``: measure a claim's noise and bug signals, propose a bound."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["calibrate_command"]
+
+
+def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
+    from ..errors import InputError
+
+    parsed: dict = {}
+    for text in values:
+        name, sep, value = text.rpartition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError(f"{option} expects NAME=VALUE, got {text!r}")
+        if number:
+            try:
+                parsed[name.strip()] = float(value)
+            except ValueError:
+                raise InputError(f"{option} {name.strip()!r}: {value!r} is not a number") from None
+        else:
+            parsed[name.strip()] = value.strip()
+    return parsed
+
+
+@click.command("calibrate")
+@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--claim", "claim_id", required=True, help="Id of the claim to calibrate.")
+@click.option("--candidate", default=None, help="Candidate runner (when the claim covers several).")
+@click.option("--cases", type=int, default=None, help="Use the first N cases of the spec (default: all).")
+@click.option("--min-cases", type=int, default=16, show_default=True,
+              help="Fewest cases accepted: the next case exceeds n observed ones with probability ~1/(n+1).")
+@click.option("--repeats", type=int, default=1, show_default=True, help="Runs per case.")
+@click.option("--reorder", is_flag=True, help="Shuffle the case order in every repeat after the first.")
+@click.option("--margin", "margins", multiple=True, metavar="NAME=FACTOR",
+              help="Widen the bound for a named source of spread, e.g. 'other machine=2'. Repeatable.")
+@click.option("--model-mutation", "model_mutations", multiple=True, metavar="NAME=MODULE:FUNCTION",
+              help="A mutated candidate (same calling convention as the candidate runner). Repeatable.")
+@click.option("--write", is_flag=True, help="Store bound, status = calibrated and the basis in the spec.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the raw distributions and the proposal as JSON.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Draw noise and bug histograms with the proposed bound (PNG, needs matplotlib).")
+def calibrate_command(
+    spec: Path,
+    claim_id: str,
+    candidate: str | None,
+    cases: int | None,
+    min_cases: int,
+    repeats: int,
+    reorder: bool,
+    margins: tuple[str, ...],
+    model_mutations: tuple[str, ...],
+    write: bool,
+    json_path: Path | None,
+    plot_path: Path | None,
+) -> int:
+    """Measure the noise of a claim's comparison over many cases, inject bugs, propose a bound.
+
+    Runs in the claim's mode (paired: reference and candidate back to back in this process;
+    stored: the candidate against the recorded reference). Prints the distributions, the gap
+    between the largest noise and the smallest bug signal, the risk that comes with n cases and
+    the proposal. Exit codes: 0 a bound (or exact claim) is proposed, 1 refused (no gap: change
+    the comparison, not the constant), 2 bad input.
+    """
+    from ..calibration import calibrate_claim, calibration_plot, write_bound
+    from ..errors import InputError
+    from ..results import to_jsonable
+    from ..runners import RunFailure
+
+    try:
+        result = calibrate_claim(
+            spec,
+            claim_id,
+            candidate=candidate,
+            cases=cases,
+            repeats=repeats,
+            reorder=reorder,
+            margin_for=_pairs(margins, "--margin", number=True),
+            model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
+            min_cases=min_cases,
+        )
+    except RunFailure as exc:
+        raise InputError(f"a run failed during calibration: {exc.describe()}") from None
+    click.echo(result.summary())
+    if json_path is not None:
+        json_path.write_text(json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8")
+        click.echo(f"raw distributions: {json_path}")
+    if plot_path is not None:
+        click.echo(f"plot: {calibration_plot(result, plot_path)}")
+    if result.refused:
+        if write:
+            click.echo("nothing written: the calibration refused")
+        return 1
+    if write:
+        fields = write_bound(spec, claim_id, result)
+        click.echo(
+            f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.6g}, "
+            f"status = calibrated, with its basis, to {spec}"
+        )
+    return 0

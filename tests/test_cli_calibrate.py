@@ -1,0 +1,207 @@
+"""``paritygate calibrate``: the claim's own mode, proposal, refusal, exact claims and --write."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tomllib
+
+from paritygate.cli import main
+from paritygate.spec import load_spec
+
+from spec_helpers import make_project
+
+CASES = [f"c{i:02d}" for i in range(16)]
+
+MODEL = '''
+import numpy as np
+
+W = np.random.default_rng(0).standard_normal((8, 4))
+
+
+def reference(case):
+    x = case.load()["x"]
+    return {"y": np.tanh(x @ W)}
+
+
+def candidate32(case):
+    x = case.load()["x"].astype(np.float32)
+    return {"y": np.tanh(x @ W.astype(np.float32))}
+
+
+def candidate16(case):
+    x = case.load()["x"].astype(np.float16)
+    return {"y": np.tanh(x @ W.astype(np.float16)).astype(np.float32)}
+
+
+def candidate16_scaled(case):
+    """the float16 port with its output scaled by 1.0001"""
+    return {"y": candidate16(case)["y"] * np.float32(1.0001)}
+
+
+def candidate32_zeroed(case):
+    """the float32 port with the projection's last column zeroed"""
+    x = case.load()["x"].astype(np.float32)
+    w = W.astype(np.float32).copy()
+    w[:, -1] = 0
+    return {"y": np.tanh(x @ w)}
+'''
+
+CASE_TABLES = "".join(
+    f'\n[cases.{c}]\npath = "cases/{c}.npz"\nsha256 = "{{sha:{c}}}"\n' for c in CASES
+)
+
+SPEC = (
+    """
+# Calibration fixture: a float64 reference against float32 and float16 ports.
+format_version = 1
+outputs = ["y"]
+"""
+    + CASE_TABLES
+    + """
+[runners.reference]
+role = "reference"
+callable = "calib:reference"
+
+[runners.port32]
+role = "candidate"
+callable = "calib:candidate32"
+
+[runners.port16]
+role = "candidate"
+callable = "calib:candidate16"
+
+[runners.same]
+role = "candidate"
+callable = "calib:reference"
+
+# The float32 port agrees with the reference to rounding.
+[claims.y-close]
+outputs = ["y"]
+metric = "max_abs"
+bound = 1e-3  # guessed after the first failure; calibrate before publishing
+oracle = "equivalence"
+mode = "paired"
+status = "provisional"
+candidates = ["port32"]
+
+[claims.y-stored]
+outputs = ["y"]
+metric = "max_abs"
+bound = 1e-3
+oracle = "equivalence"
+mode = "stored"
+status = "provisional"
+candidates = ["port32"]
+
+[claims.y-half]
+outputs = ["y"]
+metric = "max_abs"
+bound = 1e-2
+oracle = "equivalence"
+mode = "paired"
+status = "provisional"
+candidates = ["port16"]
+
+[claims.noop]
+outputs = ["y"]
+metric = "exact"
+bound = 0
+oracle = "no-op"
+mode = "paired"
+status = "provisional"
+candidates = ["same"]
+"""
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    rng = np.random.default_rng(3)
+    cases = {c: {"x": rng.standard_normal((6, 8))} for c in CASES}
+    return make_project(tmp_path, SPEC, modules={"calib.py": MODEL}, cases=cases)
+
+
+def test_paired_claim_gets_a_bound_and_write_keeps_comments(project, capsys):
+    before = project.read_text()
+    assert main(["calibrate", str(project), "--claim", "y-close", "--write",
+                 "--model-mutation", "zeroed column=calib:candidate32_zeroed"]) == 0
+    out = capsys.readouterr().out
+    assert "paired mode, 16 cases" in out
+    assert "zeroed column" in out and "caught in 16/16 cases" in out
+    assert "probability about 1/(n+1) = 5.9%" in out
+    assert "proposal: max_abs <= " in out and "wrote claims.y-close" in out
+    after = project.read_text()
+    assert "# The float32 port agrees with the reference to rounding." in after
+    assert "# guessed after the first failure; calibrate before publishing" in after
+    assert after.split("[claims.y-close]")[0] == before.split("[claims.y-close]")[0]
+    claim = load_spec(project).claims["y-close"]
+    assert claim.status == "calibrated" and 0 < claim.bound < 1e-5
+    basis = tomllib.loads(after)["claims"]["y-close"]["basis"]
+    assert basis["metric"] == "max_abs" and basis["n"] == 16 and basis["mode"] == "paired"
+    assert 0 < basis["largest_noise"] <= claim.bound < basis["smallest_bug"]
+    assert basis["hardware"] and basis["date"] and basis["versions"]["numpy"] == np.__version__
+
+
+def test_noise_exactly_zero_writes_an_exact_claim(project, capsys):
+    assert main(["calibrate", str(project), "--claim", "noop", "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "noise is exactly zero over 16 cases" in out and "a no-op claim" in out
+    claim = load_spec(project).claims["noop"]
+    assert (claim.metric, claim.bound, claim.status) == ("exact", 0, "calibrated")
+    assert claim.basis["noise"] == "exactly zero"
+
+
+def test_no_gap_is_refused_with_exit_1_and_nothing_written(project, capsys):
+    before = project.read_text()
+    code = main(["calibrate", str(project), "--claim", "y-half", "--write",
+                 "--model-mutation", "scaled=calib:candidate16_scaled"])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "REFUSED: no gap between noise and the smallest bug: change the comparison, not the constant" in out
+    assert "nothing written" in out
+    assert project.read_text() == before
+
+
+def test_stored_claim_is_measured_against_the_recorded_reference(project, capsys, tmp_path):
+    from paritygate.references import record
+
+    record(load_spec(project))
+    json_path = tmp_path / "calibration.json"
+    plot_path = tmp_path / "calibration.png"
+    assert main(["calibrate", str(project), "--claim", "y-stored", "--margin", "other machine=2",
+                 "--json", str(json_path), "--plot", str(plot_path), "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "stored mode, 16 cases x 2 repeat(s)" in out and "margin: other machine x2" in out
+    data = json.loads(json_path.read_text())
+    assert data["mode"] == "stored" and data["margins"] == {"other machine": 2.0}
+    assert len(data["distributions"]["max_abs"]["noise"]) == 32
+    assert plot_path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_stored_claim_without_a_reference_is_drift(project, capsys):
+    assert main(["calibrate", str(project), "--claim", "y-stored"]) == 3
+    assert "no reference recorded" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--claim", "nope"], "no claim 'nope' (claims: y-close, y-stored, y-half, noop)"),
+        (["--claim", "y-close", "--cases", "8"], "at least 16 cases, got 8"),
+        (["--claim", "y-close", "--margin", "machine"], "--margin expects NAME=VALUE"),
+        (["--claim", "y-close", "--margin", "machine=0.5"], "must be a factor >= 1"),
+        (["--claim", "y-close", "--candidate", "port16"], "'port16' is not a candidate of this claim"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
+    assert main(["calibrate", str(project), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_fewer_cases_can_be_accepted_knowingly(project, capsys):
+    assert main(["calibrate", str(project), "--claim", "y-close", "--cases", "8", "--min-cases", "8"]) == 0
+    assert "8 cases" in capsys.readouterr().out
