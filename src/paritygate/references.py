@@ -283,8 +283,12 @@ def _check_before_record(spec: Spec) -> None:
 
 
 def record(spec: Spec, *, dry_run: bool = False,
-           progress: Callable[[str, int, int], None] | None = None) -> RecordResult:
+           progress: Callable[[str, int, int], None] | None = None,
+           before_replace: Callable[[list[str]], bool] | None = None) -> RecordResult:
     """Run the reference on every case and write the reference atomically.
+
+    ``before_replace(diff)`` is called with the diff against the previous reference before it
+    is replaced (only when one exists); returning False keeps the previous reference.
 
     Raises DriftError (case inputs or the reference's pins disagree with the spec), RecordError
     (the reference runner failed or produced an undeclared output). Nothing is overwritten then.
@@ -334,6 +338,8 @@ def record(spec: Spec, *, dry_run: bool = False,
             if dry_run:
                 return RecordResult(folder, manifest, diff, replaced=folder.exists(), written=False)
             replaced = folder.exists()
+            if replaced and before_replace is not None and not before_replace(diff):
+                return RecordResult(folder, manifest, diff, replaced=False, written=False)
             if replaced:
                 retired = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
                 os.rmdir(retired)

@@ -606,6 +606,8 @@ class _Validator:
                 raise self.error(f"{key}.mode", f"a no-op claim cannot run in stored mode: {NOOP_STORED_REASON}")
             if metric != "exact":
                 raise self.error(f"{key}.metric", "a no-op claim is byte equality: use metric = \"exact\" with bound = 0")
+        if mode == "paired" and scope not in ("element", "edge", "output"):
+            raise self.error(f"{key}.mode", f"paired mode compares one case at a time; a {scope} claim runs in stored mode")
         status = self.choice(data, key, "status", STATUSES)
         basis = dict(self.table_of(data.get("basis", {}), f"{key}.basis"))
         if status == "calibrated" and not basis:
@@ -628,11 +630,13 @@ class _Validator:
                     f"{pattern!r} matches no output any runner produces (declared outputs: {', '.join(outputs)})",
                 )
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
-        allowed_params = {"ece": {"bins", "label"}, "accuracy": {"label"}, "ssim": {"data_range"},
+        allowed_params = {"ece": {"bins", "label", "inputs"}, "accuracy": {"label"}, "ssim": {"data_range"},
                           "psnr": {"data_range"}, "max_rel": {"rel_eps"}}.get(metric, set())
         for p in params:
             if p not in allowed_params:
                 raise self.error(f"{key}.params.{p}", f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}")
+        if metric in ("ssim", "psnr") and "data_range" not in params:
+            raise self.error(f"{key}.params.data_range", f"{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); it is never guessed")
         if metric in ("accuracy", "ece"):
             label = params.get("label", "label")
             unlabelled = [c.name for c in cases.values() if label not in c.labels]

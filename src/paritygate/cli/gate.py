@@ -1,0 +1,165 @@
+"""``paritygate record``, ``verify`` and ``gate``: the parity gate's three commands.
+
+Exit codes: 0 every claim holds · 1 a claim is violated (or a runner failed) · 2 usage, spec or
+input error · 3 drift (a pinned artifact or the environment changed; re-record deliberately).
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import click
+
+__all__ = ["record_command", "verify_command", "gate_command"]
+
+_SPEC = click.argument("spec_path", metavar="SPEC", required=False, default=".", type=click.Path(path_type=Path))
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Any]:
+    """A progress bar on stderr for long runs (hidden when stderr is not a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=_console(stderr=True), transient=True, disable=not sys.stderr.isatty())
+    task = progress.add_task(label, total=None)
+
+    def update(stage: str, done: int, total: int) -> None:
+        progress.update(task, description=f"{label} {stage}", completed=done, total=total)
+
+    with progress:
+        yield update
+
+
+@click.command("record")
+@_SPEC
+@click.option("--dry-run", is_flag=True, help="Run the reference and show the diff; write nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Replace a previous reference without asking (asked only on a terminal).")
+def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
+    """Run the reference on every case and record its outputs with provenance.
+
+    Outputs are written as safetensors with a manifest holding the sha256 of every file; the
+    write is atomic. Before a previous reference is replaced, the diff against it is shown.
+    """
+    from ..references import record
+    from ..spec import load_spec
+
+    spec = load_spec(spec_path)
+    console = _console()
+
+    def confirm(diff: list[str]) -> bool:
+        _show_diff(console, diff)
+        if diff and not yes and sys.stdin.isatty():
+            return click.confirm("Replace the previous reference?", default=False)
+        return True
+
+    with _progress("record") as update:
+        result = record(spec, dry_run=dry_run, progress=update, before_replace=confirm)
+    if dry_run:
+        _show_diff(console, result.diff)
+        console.print(f"dry run: {len(result.manifest['cases'])} cases recorded in memory, nothing written")
+        return 0
+    if not result.written:
+        console.print("kept the previous reference")
+        return 0
+    verb = "re-recorded" if result.replaced else "recorded"
+    console.print(f"{verb} {len(result.manifest['cases'])} cases of runner {result.manifest['runner']} "
+                  f"into {result.folder} (manifest digest {result.manifest['digest'][:12]})")
+    return 0
+
+
+def _show_diff(console: Any, diff: list[str]) -> None:
+    if not diff:
+        return
+    console.print("[bold]difference against the previous reference:[/]")
+    for line in diff:
+        console.print(f"  {line}", markup=False)
+
+
+@click.command("verify")
+@_SPEC
+def verify_command(spec_path: Path) -> int:
+    """Drift only: reference files, case inputs, the reference's pins and the environment.
+
+    Exit 3 with the list of what shifted. Drift never says the candidate is wrong.
+    """
+    from ..drift import verify
+    from ..spec import load_spec
+
+    spec = load_spec(spec_path)
+    result = verify(spec)
+    console = _console()
+    _show_drift(console, result.describe())
+    for line in result.info:
+        console.print(f"[dim]info: {line}[/]")
+    if not result.drift:
+        console.print(f"no drift: {len(spec.cases)} cases and the reference match their pins")
+    return result.exit_code
+
+
+def _show_drift(console: Any, lines: list[str]) -> None:
+    if lines:
+        console.print("[bold red]DRIFT[/] — something pinned shifted (this does not say the candidate is wrong); re-record deliberately:")
+        for line in lines:
+            console.print(f"  {line}", markup=False)
+
+
+@click.command("gate")
+@_SPEC
+@click.option("--claim", "claims", multiple=True, metavar="ID", help="Evaluate only this claim (repeatable).")
+@click.option("--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable).")
+@click.option("--hardware", metavar="CLASS[,CLASS]", default=None,
+              help="This machine's hardware classes, instead of matching the spec's [hardware] conditions.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Folder for the reports (default: the spec's `reports`).")
+def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...], hardware: str | None,
+                 out_dir: Path | None) -> int:
+    """Verify, run every candidate on every case, and evaluate every claim.
+
+    Exit 0 only when every claim holds for every case; 1 when a claim is violated, a runner
+    failed or no claim was evaluated; 3 on drift.
+    """
+    from ..gate import run_gate
+    from ..reports import verdict_table, write_all
+    from ..spec import load_spec
+
+    spec = load_spec(spec_path)
+    with _progress("gate") as update:
+        result = run_gate(spec, claims=claims or None, cases=cases or None, hardware=hardware, progress=update)
+    data = result.to_dict()
+    paths = write_all(data, out_dir if out_dir is not None else spec.reports)
+    console = _console()
+    _show_drift(console, [_drift_line(d) for d in data["drift"]])
+    console.print(verdict_table(data))
+    for verdict in result.verdicts:
+        if verdict.passed:
+            continue
+        scope = f"case {verdict.case}" if verdict.case else "dataset"
+        for failure in verdict.failures:
+            console.print(f"[red]FAIL[/] {verdict.claim_id} · {verdict.candidate} · {scope}: ", end="")
+            console.print(failure.describe(), markup=False)
+    for error in result.errors:
+        console.print("[red]ERROR[/] ", end="")
+        console.print(error, markup=False)
+    for item in result.not_evaluated:
+        console.print(f"[yellow]not evaluated[/] {item.claim_id}: {item.reason}", markup=True)
+    console.print(f"reports: {paths['markdown'].parent}")
+    return result.exit_code
+
+
+def _drift_line(item: dict[str, Any]) -> str:
+    text = f"{item['kind']}: {item['subject']}"
+    if item.get("expected") is not None or item.get("observed") is not None:
+        text += f": expected {item.get('expected')}, found {item.get('observed')}"
+    if item.get("detail"):
+        text += f" ({item['detail']})"
+    return text

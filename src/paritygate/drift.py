@@ -1,0 +1,206 @@
+"""The drift oracle: did a pinned artifact or the environment change?
+
+``verify`` checks, without running any model:
+
+- the reference's files against the sha256 in its manifest (and the manifest's own digest and
+  format version);
+- every case input against its sha256 pin, and the pins the reference was recorded with;
+- the reference's pins in the spec against the pins and provenance it was recorded with (so in
+  stored mode the reference framework need not even be installed);
+- the pins of every runner that will run (packages, files) against the current environment.
+
+Each shift is a :class:`~paritygate.results.DriftItem` (exit 3). Differences in provenance that
+nothing pins (another numpy, another CPU) are information, not drift. A drift verdict says
+"something shifted; re-record deliberately", never "the candidate is wrong".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .errors import DriftError
+from .provenance import capture, check_file_pins, check_package_pin, sha256_file
+from .references import MANIFEST, Reference, load_reference
+from .results import DriftItem
+from .spec import Spec
+
+__all__ = ["VerifyResult", "verify", "runners_that_run"]
+
+
+@dataclass
+class VerifyResult:
+    drift: list[DriftItem] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)  # unpinned provenance differences
+    reference: Reference | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.drift
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.drift else 0
+
+    def describe(self) -> list[str]:
+        lines = []
+        for item in self.drift:
+            text = f"{item.kind}: {item.subject}"
+            if item.expected is not None or item.observed is not None:
+                text += f": expected {item.expected}, found {item.observed}"
+            if item.detail:
+                text += f" ({item.detail})"
+            lines.append(text)
+        return lines
+
+
+def runners_that_run(spec: Spec, claim_ids: Iterable[str] | None = None) -> list[str]:
+    """Names of the runners a gate run will execute: the claims' candidates and their adapters,
+    plus the reference when a paired claim is among them."""
+    claims = [spec.claims[c] for c in claim_ids] if claim_ids is not None else list(spec.claims.values())
+    names: list[str] = []
+    if any(c.mode == "paired" for c in claims):
+        names.append(spec.reference.name)
+    for claim in claims:
+        for candidate in claim.candidates:
+            for name in [candidate, *(a.name for a in spec.adapters_of(candidate))]:
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+def _flat(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+    return out
+
+
+def _show(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _pin_drift(subject: str, pinned: dict[str, Any], recorded: dict[str, Any]) -> list[DriftItem]:
+    items = []
+    flat_pinned, flat_recorded = _flat("", pinned, {}), _flat("", recorded, {})
+    for key in sorted(set(flat_pinned) | set(flat_recorded)):
+        if flat_pinned.get(key) != flat_recorded.get(key):
+            items.append(DriftItem(
+                kind="pin",
+                subject=f"{subject}: {key}",
+                expected=_show(flat_pinned.get(key)),
+                observed=_show(flat_recorded.get(key)),
+                detail="the spec pins a value the reference was not recorded with",
+            ))
+    return items
+
+
+def verify(spec: Spec, *, runners: Iterable[str] | None = None, cases: Iterable[str] | None = None) -> VerifyResult:
+    """Check every pin (see the module docstring). ``runners``: the runners that will run (their
+    environment pins are checked); default: every candidate and adapter. ``cases``: the cases to
+    check (default: all)."""
+    result = VerifyResult()
+    drift = result.drift
+    case_names = list(cases) if cases is not None else list(spec.cases)
+    will_run = list(runners) if runners is not None else [r.name for r in spec.runners.values() if r.role != "reference"]
+
+    # -- the reference on disk ------------------------------------------------------------
+    reference: Reference | None = None
+    try:
+        reference = load_reference(spec)
+    except DriftError as exc:
+        kind = "reference-missing" if "no reference recorded" in exc.message else "reference-manifest"
+        drift.append(DriftItem(kind, str(spec.references / MANIFEST), None, None, exc.message))
+    result.reference = reference
+    if reference is not None:
+        folder = reference.folder
+        for rel, digest in sorted(reference.files.items()):
+            path = folder / rel
+            if not path.is_file():
+                drift.append(DriftItem("reference-file", rel, digest, None, "file is missing"))
+                continue
+            observed = sha256_file(path)
+            if observed != digest:
+                drift.append(DriftItem("reference-file", rel, digest, observed, "file changed since it was recorded"))
+        listed = set(reference.files) | {MANIFEST}
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            rel = path.relative_to(folder).as_posix()
+            if rel not in listed:
+                drift.append(DriftItem("reference-file", rel, None, sha256_file(path), "file is not in the manifest"))
+
+    # -- case inputs ----------------------------------------------------------------------
+    for name in case_names:
+        case = spec.cases[name]
+        if not case.path.is_file():
+            drift.append(DriftItem("case-input", name, case.sha256, None, f"input file {case.path} is missing"))
+        else:
+            observed = sha256_file(case.path)
+            if observed != case.sha256:
+                drift.append(DriftItem("case-input", name, case.sha256, observed, "input differs from its pin"))
+        if reference is not None:
+            recorded = reference.cases.get(name)
+            if recorded is None:
+                drift.append(DriftItem("case-not-recorded", name, None, None, "the reference has no outputs for this case"))
+            elif recorded.get("input_sha256") != case.sha256:
+                drift.append(DriftItem("case-input", name, case.sha256, recorded.get("input_sha256"),
+                                       "the reference was recorded from another input"))
+    if reference is not None:
+        for name in sorted(set(reference.cases) - set(spec.cases)):
+            result.info.append(f"the reference also holds case {name}, which the spec no longer lists")
+
+    # -- the reference's pins against what it was recorded with ----------------------------
+    ref_runner = spec.reference
+    if reference is not None:
+        recorded_pins = reference.pins
+        drift.extend(_pin_drift(f"runner {ref_runner.name}", ref_runner.pins, recorded_pins.get("runner", {})))
+        drift.extend(_pin_drift("spec pins", spec.pins, recorded_pins.get("spec", {})))
+        recorded_packages = reference.provenance.get("packages", {})
+        for package, pinned in ref_runner.package_pins.items():
+            holds, installed = check_package_pin(package, pinned, recorded_packages.get(package))
+            if not holds:
+                drift.append(DriftItem("pin", f"runner {ref_runner.name}: package {package} (recorded)", pinned,
+                                       recorded_packages.get(package), "the reference was recorded with another version"))
+
+    # -- runners that will run, against this environment ------------------------------------
+    for name in will_run:
+        runner = spec.runners[name]
+        for package, pinned in runner.package_pins.items():
+            holds, installed = check_package_pin(package, pinned)
+            if not holds:
+                drift.append(DriftItem("environment", f"runner {name}: package {package}", pinned, installed,
+                                       "installed version does not satisfy the pin"))
+        for rel, pinned, observed in check_file_pins(spec.root, runner.file_pins):
+            drift.append(DriftItem("environment", f"runner {name}: file {rel}", pinned, observed,
+                                   "file is missing" if observed is None else "file differs from its pin"))
+
+    # -- unpinned provenance differences: information only ----------------------------------
+    if reference is not None:
+        result.info.extend(_unpinned(reference.provenance, capture(root=spec.root, runner=ref_runner, spec_pins=spec.pins),
+                                     pinned=set(ref_runner.package_pins)))
+    return result
+
+
+def _unpinned(recorded: dict[str, Any], current: dict[str, Any], *, pinned: set[str]) -> list[str]:
+    lines = []
+    old, new = recorded.get("packages", {}), current.get("packages", {})
+    for name in sorted(set(old) | set(new)):
+        if name not in pinned and old.get(name) != new.get(name):
+            lines.append(f"package {name}: recorded {old.get(name)}, now {new.get(name)} (not pinned)")
+    for key, label in (("python", "python"), ("os", "os"), ("cpu", "cpu"), ("gpu", "gpu")):
+        if recorded.get(key) != current.get(key):
+            lines.append(f"{label}: recorded {_show(recorded.get(key))}, now {_show(current.get(key))} (not pinned)")
+    old_git, new_git = recorded.get("git") or {}, current.get("git") or {}
+    if (old_git.get("revision"), old_git.get("dirty")) != (new_git.get("revision"), new_git.get("dirty")):
+        lines.append(
+            f"git: recorded {old_git.get('revision')}{' (dirty)' if old_git.get('dirty') else ''}, "
+            f"now {new_git.get('revision')}{' (dirty)' if new_git.get('dirty') else ''} (not pinned)"
+        )
+    return lines

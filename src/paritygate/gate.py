@@ -1,0 +1,590 @@
+"""The gate: verify, then every candidate on every case, then every claim. Binary.
+
+Order of a run:
+
+1. :func:`paritygate.drift.verify` — any drift ends the run with exit 3 before anything runs;
+   a drift verdict says something shifted, never that the candidate is wrong.
+2. Claims whose hardware class is not this machine's are listed as not evaluated, by name.
+3. Every candidate (and each of its adapters) runs every case. A crash, a timeout, unparseable
+   output, a missing or an extra output is a failure of the run, with the runner's stderr.
+4. Every claim is evaluated in its scope: per element, per edge, per output per case, over the
+   dataset, or speed. The claim's bound is the gate's tolerance; there is no second number.
+5. Cross-adapter: every adapter of a candidate must agree with it at zero tolerance on every case.
+
+The run passes only when every verdict holds, nothing drifted, no runner failed and at least one
+claim was evaluated.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .drift import runners_that_run, verify
+from .errors import InputError, SpecError
+from .provenance import capture, machine_facts, utc_now
+from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
+from .runners import RunFailure, make_runner
+from .spec import Claim, Spec
+
+__all__ = ["run_gate", "current_hardware", "evaluate_claim", "CROSS_ADAPTER_PREFIX", "Progress"]
+
+CROSS_ADAPTER_PREFIX = "cross-adapter:"
+HARDWARE_ENV = "PARITYGATE_HARDWARE"
+
+# progress(stage, done, total): stage names what runs ("port: leetcode"); done == total at the end.
+Progress = Callable[[str, int, int], None]
+
+
+def current_hardware(spec: Spec, override: Iterable[str] | str | None = None) -> list[str]:
+    """Hardware classes this machine belongs to: 'any' plus every [hardware.<name>] whose
+    conditions (globs over system, machine, cpu, gpu, hostname) all match. ``override`` (or the
+    PARITYGATE_HARDWARE environment variable, comma-separated) names them instead."""
+    if override is None:
+        override = os.environ.get(HARDWARE_ENV) or None
+    if override is not None:
+        names = [n.strip() for n in (override.split(",") if isinstance(override, str) else override) if n.strip()]
+        unknown = [n for n in names if n != "any" and n not in spec.hardware]
+        if unknown:
+            raise SpecError(f"unknown hardware class {', '.join(unknown)}; the spec declares: {', '.join(spec.hardware) or 'none'}",
+                            where=str(spec.path))
+        return ["any", *[n for n in names if n != "any"]]
+    facts = machine_facts()
+    classes = ["any"]
+    for hw in spec.hardware.values():
+        ok = True
+        for key, pattern in hw.conditions.items():
+            values = facts.get(key)
+            values = values if isinstance(values, list) else [values]
+            if not any(v is not None and fnmatch.fnmatchcase(str(v), pattern) for v in values):
+                ok = False
+                break
+        if ok:
+            classes.append(hw.name)
+    return classes
+
+
+@dataclass
+class _Runs:
+    outputs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # runner -> case -> outputs
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+    stderr: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Claim evaluation
+
+
+def _covered(claim: Claim, tree: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in tree.items() if claim.covers(k)}
+
+
+def _excess(claim: Claim, observed: float) -> float:
+    return observed - claim.bound if claim.direction == "max" else claim.bound - observed
+
+
+def _structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list[Failure]:
+    failures = []
+    for name in sorted(set(expected) - set(actual)):
+        failures.append(Failure("missing_output", None, None, where=name, detail="in the reference, not produced by the candidate"))
+    for name in sorted(set(actual) - set(expected)):
+        failures.append(Failure("extra_output", None, None, where=name, detail="produced by the candidate, not in the reference"))
+    return failures
+
+
+def _element(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+    from .compare import compare_output
+
+    metric = claim.metric
+    if metric in ("exact", "max_abs"):
+        tol = Tolerance(atol=claim.bound)
+    elif metric == "max_rel":
+        tol = Tolerance(rtol=claim.bound, rel_eps=float(claim.params.get("rel_eps", 1e-12)))
+    else:  # ulp
+        tol = Tolerance(max_ulp=int(claim.bound))
+    failures: list[Failure] = []
+    evidence: dict[str, Any] = {}
+    worst: float | None = 0.0
+    for name in sorted(set(actual) & set(expected)):
+        a, e = actual[name], expected[name]
+        try:
+            oc = compare_output(a, e, tol, name)
+        except InputError as exc:
+            failures.append(Failure("shape" if "shape" in exc.message else "input", None, None, where=name, detail=exc.message))
+            worst = math.inf
+            continue
+        if metric == "ulp":
+            observed = oc.ulp_max if oc.ulp_max is not None else (0 if oc.max_abs == 0 else math.inf)
+        elif metric == "max_rel":
+            observed = oc.max_rel
+        else:
+            observed = oc.max_abs
+        nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf")]
+        if nonfinite:
+            observed = math.inf
+        evidence[name] = {
+            "max_abs": oc.max_abs, "mean_abs": oc.mean_abs, "max_rel": oc.max_rel, "cosine": oc.cosine,
+            "ulp_max": oc.ulp_max, "mismatches": oc.mismatches, "size": oc.size,
+            "compared_as": oc.compared_as, "promotion": oc.promotion, "atol_needed": oc.atol_needed,
+            "worst": [{"index": list(el.index), "actual": el.actual, "expected": el.expected, "abs_diff": el.abs_diff}
+                      for el in oc.worst[:5]],
+        }
+        if metric == "exact" and (getattr(a, "dtype", None) != getattr(e, "dtype", None)):
+            failures.append(Failure("dtype", str(getattr(e, "dtype", "")), str(getattr(a, "dtype", "")), where=name,
+                                    detail="byte equality needs the same dtype"))
+        worst = observed if worst is None or observed > worst else worst
+        if not claim.holds(observed):
+            where = name
+            if oc.worst:
+                where += " at index " + ",".join(str(i) for i in oc.worst[0].index)
+            detail = "; ".join(f.describe() for f in nonfinite)
+            if oc.worst and not nonfinite:
+                el = oc.worst[0]
+                detail = f"actual {el.actual}, expected {el.expected}; {oc.mismatches} of {oc.size} elements beyond the bound"
+            failures.append(Failure(metric, claim.bound, observed, _excess(claim, observed), where=where, detail=detail))
+    return worst, failures, evidence
+
+
+def _boxes(tree: dict[str, Any]) -> dict[str, Any]:
+    """Covered outputs as boxes keyed by label: the output names without their common folder
+    ('boxes/editor' -> 'editor'); an (N, 4) output contributes 'name/0' ... 'name/N-1'."""
+    import numpy as np
+
+    names = sorted(tree)
+    parts = [n.split("/") for n in names]
+    common = 0
+    while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    labels: dict[str, Any] = {}
+    for name, split in zip(names, parts):
+        label = "/".join(split[common:])
+        array = np.asarray(tree[name])
+        if array.ndim == 2:
+            for i, row in enumerate(array):
+                labels[f"{label}/{i}"] = row
+        else:
+            labels[label] = array
+    return labels
+
+
+def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+    from .structured import compare_keyed_boxes
+
+    common = sorted(set(actual) & set(expected))
+    if not common:
+        return None, [], {}
+    try:
+        result = compare_keyed_boxes(
+            _boxes({k: actual[k] for k in common}), _boxes({k: expected[k] for k in common}),
+            max_edge_delta=claim.bound,
+        )
+    except InputError as exc:
+        return math.inf, [Failure("input", None, None, detail=exc.message)], {}
+    unit = f" {claim.unit}" if claim.unit else ""
+    failures = []
+    for f in result.failures:
+        if f.metric == "edge_delta":
+            label, edge = f.where.rsplit(".", 1)
+            failures.append(Failure(
+                "edge_delta", f.bound, f.observed, f.excess, where=f"box {label}, edge {edge}",
+                detail=f"{f.detail}{unit}"))
+        else:
+            failures.append(f)
+    evidence = {"edge_deltas": result.edge_deltas, "worst": result.worst, "bound_that_passes": result.bound_that_passes}
+    return result.observed_max_delta, failures, evidence
+
+
+def _output(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+    from .compare import compare_output
+
+    failures: list[Failure] = []
+    evidence: dict[str, Any] = {}
+    observed_all: list[float] = []
+    for name in sorted(set(actual) & set(expected)):
+        try:
+            if claim.metric in ("cosine", "mean_abs"):
+                oc = compare_output(actual[name], expected[name], Tolerance(), name)
+                value = oc.cosine if claim.metric == "cosine" else oc.mean_abs
+                evidence[name] = {"cosine": oc.cosine, "mean_abs": oc.mean_abs, "max_abs": oc.max_abs,
+                                  "cosine_undefined": oc.cosine_undefined}
+                detail = f"undefined: {oc.cosine_undefined}" if value is None else ""
+            else:
+                from .structured import compare_images
+
+                res = compare_images(actual[name], expected[name], data_range=float(claim.params["data_range"]), path=name)
+                value = res.ssim if claim.metric == "ssim" else res.psnr
+                evidence[name] = {"ssim": res.ssim, "psnr": res.psnr, "mse": res.mse, "max_abs": res.max_abs}
+                detail = ""
+        except InputError as exc:
+            failures.append(Failure("input", None, None, where=name, detail=exc.message))
+            observed_all.append(math.inf if claim.direction == "max" else -math.inf)
+            continue
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            observed_all.append(value)
+        if not claim.holds(value):
+            failures.append(Failure(claim.metric, claim.bound, value,
+                                    None if value is None else _excess(claim, value), where=name, detail=detail))
+    if not observed_all:
+        return None, failures, evidence
+    worst = max(observed_all) if claim.direction == "max" else min(observed_all)
+    return worst, failures, evidence
+
+
+def evaluate_claim(claim: Claim, candidate: str, case: str | None, actual: dict[str, Any],
+                   expected: dict[str, Any]) -> ClaimVerdict:
+    """One per-case verdict (element, edge or output scope) of ``claim`` on flattened outputs."""
+    actual, expected = _covered(claim, actual), _covered(claim, expected)
+    failures = _structure_failures(actual, expected)
+    if claim.scope == "element":
+        observed, more, evidence = _element(claim, actual, expected)
+    elif claim.scope == "edge":
+        observed, more, evidence = _edge(claim, actual, expected)
+    elif claim.scope == "output":
+        observed, more, evidence = _output(claim, actual, expected)
+    else:
+        raise ValueError(f"claim scope {claim.scope} is not evaluated per case")
+    failures.extend(more)
+    if not expected:
+        failures.append(Failure("no_output", None, None, detail="the reference holds no output this claim covers"))
+    excess = None
+    if observed is not None and not claim.holds(observed):
+        excess = _excess(claim, observed)
+    return ClaimVerdict(
+        claim_id=claim.id, candidate=candidate, case=case, passed=not failures, oracle=claim.oracle,
+        metric=claim.metric, bound=claim.bound, unit=claim.unit, observed=observed, excess=excess,
+        failures=failures, evidence=evidence,
+    )
+
+
+def _softmax(x: Any) -> Any:
+    import numpy as np
+
+    z = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual: dict[str, dict[str, Any]],
+             expected: dict[str, dict[str, Any]] | None) -> ClaimVerdict:
+    import numpy as np
+
+    from .structured import expected_calibration_error
+
+    failures: list[Failure] = []
+    rows, labels, ref_rows = [], [], []
+    label_key = claim.params.get("label", "label")
+    for case in cases:
+        out = actual.get(case)
+        if out is None:
+            failures.append(Failure("missing_case", None, None, where=case, detail="the candidate produced no outputs"))
+            continue
+        covered = _covered(claim, out)
+        reference = _covered(claim, expected.get(case, {})) if expected is not None else {}
+        failures.extend(Failure(f.metric, None, None, where=f"case {case}: {f.where}", detail=f.detail)
+                        for f in (_structure_failures(covered, reference) if expected is not None else []))
+        for name in sorted(covered):
+            scores = np.asarray(covered[name], dtype=np.float64)
+            scores = scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
+            rows.append(scores)
+            if claim.metric == "agreement" and name in reference:
+                ref = np.asarray(reference[name], dtype=np.float64)
+                ref_rows.append(ref.reshape(-1, ref.shape[-1]) if ref.ndim else ref.reshape(1, 1))
+            if claim.metric in ("accuracy", "ece"):
+                label = np.asarray(spec.cases[case].labels[label_key]).reshape(-1)
+                if len(label) != len(scores):
+                    failures.append(Failure("labels", len(scores), len(label), where=f"case {case}: {name}",
+                                            detail="one label per row of scores"))
+                    label = np.resize(label, len(scores))
+                labels.append(label)
+    evidence: dict[str, Any] = {"cases": len(cases)}
+    observed: float | None = None
+    if rows:
+        scores = np.concatenate(rows)
+        evidence["rows"] = int(len(scores))
+        if claim.metric == "accuracy":
+            observed = float(np.mean(scores.argmax(axis=1) == np.concatenate(labels)))
+        elif claim.metric == "ece":
+            probs = _softmax(scores) if claim.params.get("inputs", "probabilities") == "logits" else scores
+            observed = expected_calibration_error(probs, np.concatenate(labels), n_bins=int(claim.params.get("bins", 15)))
+        else:  # agreement with the reference's argmax
+            if ref_rows and sum(len(r) for r in ref_rows) == len(scores):
+                observed = float(np.mean(scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1)))
+            else:
+                failures.append(Failure("agreement", None, None, detail="reference and candidate rows differ in number"))
+    if observed is None:
+        failures.append(Failure(claim.metric, claim.bound, None, detail="nothing to measure"))
+    elif not claim.holds(observed):
+        failures.append(Failure(claim.metric, claim.bound, observed, _excess(claim, observed),
+                                where=f"over {len(cases)} cases"))
+    return ClaimVerdict(
+        claim_id=claim.id, candidate=candidate, case=None, passed=not failures, oracle=claim.oracle,
+        metric=claim.metric, bound=claim.bound, unit=claim.unit, observed=observed,
+        excess=None if observed is None or claim.holds(observed) else _excess(claim, observed),
+        failures=failures, evidence=evidence,
+    )
+
+
+def _speed(claim: Claim, candidate: str, seconds: dict[str, float]) -> ClaimVerdict:
+    import numpy as np
+
+    values = [s * 1000.0 for s in seconds.values()]
+    q = 50 if claim.metric == "p50_ms" else 90
+    observed = float(np.percentile(values, q)) if values else None
+    failures = []
+    if observed is None:
+        failures.append(Failure(claim.metric, claim.bound, None, detail="no timed runs"))
+    elif not claim.holds(observed):
+        failures.append(Failure(claim.metric, claim.bound, observed, _excess(claim, observed), where=f"over {len(values)} runs"))
+    return ClaimVerdict(
+        claim_id=claim.id, candidate=candidate, case=None, passed=not failures, oracle=claim.oracle,
+        metric=claim.metric, bound=claim.bound, unit=claim.unit or "ms", observed=observed,
+        excess=None if observed is None or claim.holds(observed) else _excess(claim, observed),
+        failures=failures, evidence={"samples_ms": values},
+    )
+
+
+def _cross_adapter(candidate: str, adapter: str, case: str, primary: dict[str, Any], other: dict[str, Any]) -> ClaimVerdict:
+    from .compare import compare_output
+
+    failures = _structure_failures(other, primary)
+    worst = 0.0
+    evidence: dict[str, Any] = {}
+    for name in sorted(set(primary) & set(other)):
+        try:
+            oc = compare_output(other[name], primary[name], Tolerance(), name)
+        except InputError as exc:
+            failures.append(Failure("input", None, None, where=name, detail=exc.message))
+            worst = math.inf
+            continue
+        observed = oc.max_abs if oc.passed or oc.mismatches else math.inf
+        evidence[name] = {"max_abs": oc.max_abs, "mismatches": oc.mismatches}
+        worst = max(worst, observed)
+        if not oc.passed:
+            where = name
+            detail = ""
+            if oc.worst:
+                el = oc.worst[0]
+                where += " at index " + ",".join(str(i) for i in el.index)
+                detail = f"{adapter} {el.actual}, {candidate} {el.expected}"
+            failures.append(Failure("max_abs", 0, observed, observed, where=where, detail=detail))
+    return ClaimVerdict(
+        claim_id=f"{CROSS_ADAPTER_PREFIX}{candidate}", candidate=adapter, case=case, passed=not failures,
+        oracle="cross-adapter", metric="max_abs", bound=0, observed=worst,
+        excess=worst if worst > 0 else None, failures=failures, evidence=evidence,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+
+
+def _run_all(spec: Spec, names: list[str], cases: list[str], result: GateResult, runs: _Runs,
+             progress: Progress | None) -> None:
+    total = len(names) * len(cases)
+    done = 0
+    for name in names:
+        runner = spec.runners[name]
+        active = make_runner(runner, spec)
+        runs.outputs[name], runs.seconds[name], runs.stderr[name] = {}, {}, {}
+        try:
+            active.activate()
+        except RunFailure as exc:
+            result.errors.append(exc.describe())
+            done += len(cases)
+            if progress:
+                progress(f"{name}: failed to start", done, total)
+            continue
+        try:
+            for case in cases:
+                if progress:
+                    progress(f"{name}: {case}", done, total)
+                try:
+                    run = active.run(spec.cases[case])
+                except RunFailure as exc:
+                    result.errors.append(exc.describe())
+                else:
+                    runs.outputs[name][case] = run.outputs
+                    runs.seconds[name][case] = run.seconds
+                    if run.stderr.strip():
+                        runs.stderr[name][case] = run.stderr
+                done += 1
+        finally:
+            active.deactivate()
+    if progress:
+        progress("done", total, total)
+
+
+def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable[str] | None = None,
+             hardware: Iterable[str] | str | None = None, progress: Progress | None = None) -> GateResult:
+    """Verify, run every candidate on every case, evaluate every claim; see the module docstring.
+
+    ``claims`` / ``cases`` restrict the run (unknown names are a SpecError). ``hardware`` names
+    this machine's hardware classes instead of matching the spec's conditions.
+    """
+    claim_ids = list(claims) if claims is not None else list(spec.claims)
+    case_names = list(cases) if cases is not None else list(spec.cases)
+    for cid in claim_ids:
+        if cid not in spec.claims:
+            raise SpecError(f"no claim {cid!r}; the spec has: {', '.join(spec.claims)}", where=str(spec.path))
+    for case in case_names:
+        if case not in spec.cases:
+            raise SpecError(f"no case {case!r}; the spec has: {', '.join(spec.cases)}", where=str(spec.path))
+    result = GateResult(spec=str(spec.path), started=utc_now())
+    classes = current_hardware(spec, hardware)
+    selected: list[Claim] = []
+    for cid in claim_ids:
+        claim = spec.claims[cid]
+        if claim.hardware not in classes:
+            result.not_evaluated.append(NotEvaluated(
+                cid, f"holds for hardware class {claim.hardware!r}; this machine is {', '.join(classes)}"))
+        else:
+            selected.append(claim)
+    names = runners_that_run(spec, [c.id for c in selected])
+    checked = verify(spec, runners=names, cases=case_names)
+    result.provenance = capture(root=spec.root, spec_pins=spec.pins)
+    result.provenance["hardware_classes"] = classes
+    result.provenance["unpinned_differences"] = checked.info
+    if checked.drift:
+        result.drift = checked.drift
+        for claim in selected:
+            result.not_evaluated.append(NotEvaluated(claim.id, "not run: drift (re-record deliberately)"))
+        result.finished = utc_now()
+        return result
+    if not selected:
+        result.errors.append("no claim was evaluated: a run that evaluates none proves nothing")
+        result.finished = utc_now()
+        return result
+
+    runs = _Runs()
+    ref_name = spec.reference.name
+    # The reference runs only inside paired claims, back to back with the candidate.
+    _run_all(spec, [n for n in names if n != ref_name], case_names, result, runs, progress)
+    reference = checked.reference
+
+    def expected_for(case: str) -> dict[str, Any] | None:
+        try:
+            return reference.outputs(case) if reference is not None else None
+        except Exception as exc:  # a damaged file found late is still drift
+            from .errors import DriftError
+
+            if isinstance(exc, DriftError):
+                result.drift.append(_drift_item(case, exc))
+                return None
+            raise
+
+    # Structure: every runner's outputs against the reference (missing and extra outputs).
+    for name in names:
+        if name == ref_name:
+            continue
+        for case in case_names:
+            out = runs.outputs.get(name, {}).get(case)
+            expected = expected_for(case)
+            if out is None or expected is None:
+                continue
+            if spec.runners[name].cast == "reference":
+                out = {k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()}
+                runs.outputs[name][case] = out
+            for f in _structure_failures(out, expected):
+                result.errors.append(f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})")
+
+    for claim in selected:
+        for candidate in claim.candidates:
+            produced = runs.outputs.get(candidate, {})
+            if claim.scope == "speed":
+                result.verdicts.append(_speed(claim, candidate, runs.seconds.get(candidate, {})))
+                continue
+            if claim.mode == "paired":
+                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
+                continue
+            if claim.scope == "dataset":
+                expected_all = {c: e for c in case_names if (e := expected_for(c)) is not None}
+                result.verdicts.append(_dataset(claim, candidate, spec, case_names, produced, expected_all))
+                continue
+            for case in case_names:
+                actual = produced.get(case)
+                expected = expected_for(case)
+                if expected is None:
+                    continue
+                if actual is None:
+                    result.verdicts.append(ClaimVerdict(
+                        claim.id, candidate, case, False, claim.oracle, claim.metric, claim.bound, claim.unit,
+                        failures=[Failure("run", None, None, detail=f"runner {candidate} produced no outputs for this case")]))
+                    continue
+                result.verdicts.append(evaluate_claim(claim, candidate, case, actual, expected))
+
+    for candidate in dict.fromkeys(c for claim in selected for c in claim.candidates):
+        for adapter in spec.adapters_of(candidate):
+            for case in case_names:
+                primary = runs.outputs.get(candidate, {}).get(case)
+                other = runs.outputs.get(adapter.name, {}).get(case)
+                if primary is None or other is None:
+                    continue  # the failed run is already an error of the run
+                result.verdicts.append(_cross_adapter(candidate, adapter.name, case, primary, other))
+
+    stderr = {n: s for n, s in runs.stderr.items() if s}
+    if stderr:
+        result.provenance["stderr"] = stderr
+    result.provenance["seconds"] = runs.seconds
+    result.finished = utc_now()
+    return result
+
+
+def _drift_item(case: str, exc: Exception) -> Any:
+    from .results import DriftItem
+
+    return DriftItem("reference-file", f"case {case}", None, None, getattr(exc, "message", str(exc)))
+
+
+def _paired_verdicts(spec: Spec, claim: Claim, candidate: str, cases: list[str], result: GateResult) -> list[ClaimVerdict]:
+    """Paired mode: the reference runs live in this process, back to back with the candidate.
+    No-op claims use the paired oracle (both orders, byte equality, leaked-state checks)."""
+    from .paired import paired
+
+    verdicts: list[ClaimVerdict] = []
+    ref_runner = make_runner(spec.reference, spec)
+    cand_runner = make_runner(spec.runners[candidate], spec)
+    try:
+        ref_runner.activate()
+        cand_runner.activate()
+    except RunFailure as exc:
+        result.errors.append(exc.describe())
+        ref_runner.deactivate()
+        cand_runner.deactivate()
+        return verdicts
+    try:
+        for case_name in cases:
+            case = spec.cases[case_name]
+            try:
+                if claim.oracle == "no-op":
+                    outcome = paired(
+                        lambda: _covered(claim, ref_runner.run(case).outputs),
+                        lambda: _covered(claim, cand_runner.run(case).outputs),
+                        label=f"{claim.id} {case_name}",
+                    )
+                    failures = []
+                    for check in outcome.checks:
+                        if check.passed:
+                            continue
+                        for diff in check.differences or [None]:
+                            failures.append(Failure(
+                                "byte_equality", 0, None, where=f"{check.order} check {check.check}: {check.actual_run} vs {check.expected_run}"
+                                + (f", {diff.path}" if diff else ""),
+                                detail=(f"{diff.reason}: {diff.detail}" if diff else "")))
+                    observed = max((d.max_abs or 0.0 for c in outcome.checks for d in c.differences), default=0.0)
+                    verdicts.append(ClaimVerdict(
+                        claim.id, candidate, case_name, not failures and bool(outcome), claim.oracle, claim.metric,
+                        claim.bound, claim.unit, observed=observed, excess=observed if failures else None,
+                        failures=failures, evidence={"paired": outcome.to_dict()}))
+                else:
+                    expected = ref_runner.run(case).outputs
+                    actual = cand_runner.run(case).outputs
+                    verdicts.append(evaluate_claim(claim, candidate, case_name, actual, expected))
+            except RunFailure as exc:
+                result.errors.append(exc.describe())
+    finally:
+        cand_runner.deactivate()
+        ref_runner.deactivate()
+    return verdicts
