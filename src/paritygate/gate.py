@@ -460,8 +460,15 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
 
     runs = _Runs()
     ref_name = spec.reference.name
-    # The reference runs only inside paired claims, back to back with the candidate.
-    _run_all(spec, [n for n in names if n != ref_name], case_names, result, runs, progress)
+    # Paired claims first, while the process is fresh: the reference runs live, back to back
+    # with the candidate, and nothing the stored runs do can leak into the baseline.
+    for claim in selected:
+        if claim.mode == "paired":
+            for candidate in claim.candidates:
+                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
+    stored = [c for c in selected if c.mode == "stored"]
+    stored_names = runners_that_run(spec, [c.id for c in stored])
+    _run_all(spec, [n for n in stored_names if n != ref_name], case_names, result, runs, progress)
     reference = checked.reference
 
     def expected_for(case: str) -> dict[str, Any] | None:
@@ -476,7 +483,7 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
             raise
 
     # Structure: every runner's outputs against the reference (missing and extra outputs).
-    for name in names:
+    for name in stored_names:
         if name == ref_name:
             continue
         for case in case_names:
@@ -490,14 +497,11 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
             for f in _structure_failures(out, expected):
                 result.errors.append(f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})")
 
-    for claim in selected:
+    for claim in stored:
         for candidate in claim.candidates:
             produced = runs.outputs.get(candidate, {})
             if claim.scope == "speed":
                 result.verdicts.append(_speed(claim, candidate, runs.seconds.get(candidate, {})))
-                continue
-            if claim.mode == "paired":
-                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
                 continue
             if claim.scope == "dataset":
                 expected_all = {c: e for c in case_names if (e := expected_for(c)) is not None}
@@ -515,7 +519,7 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
                     continue
                 result.verdicts.append(evaluate_claim(claim, candidate, case, actual, expected))
 
-    for candidate in dict.fromkeys(c for claim in selected for c in claim.candidates):
+    for candidate in dict.fromkeys(c for claim in stored for c in claim.candidates):
         for adapter in spec.adapters_of(candidate):
             for case in case_names:
                 primary = runs.outputs.get(candidate, {}).get(case)

@@ -1,0 +1,275 @@
+"""The gate on real small runs: the box-port incident, tiny numpy / MLX / subprocess models."""
+
+from __future__ import annotations
+
+import json
+import platform
+
+import numpy as np
+import pytest
+
+from paritygate.cli import main
+from paritygate.gate import current_hardware, run_gate
+from paritygate.references import record
+from paritygate.spec import load_spec
+
+from spec_helpers import TINY_MODEL, TINY_SPEC, copy_box_port, make_project, plant_scale_bug
+
+
+@pytest.fixture()
+def box_port(tmp_path):
+    project = copy_box_port(tmp_path)
+    record(load_spec(project / "parity.toml"))
+    return project
+
+
+def test_correct_port_passes_the_2px_claim(box_port, capsys):
+    assert main(["gate", str(box_port / "parity.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out
+    result = json.loads((box_port / "parity-reports" / "result.json").read_text())
+    edge = [v for v in result["verdicts"] if v["claim_id"] == "edge-2px"]
+    assert [v["case"] for v in edge] == ["leetcode", "wide_editor", "narrow"]
+    assert all(v["passed"] and v["observed"] == 0 for v in edge)
+    assert result["exit_code"] == 0 and (box_port / "parity-reports" / "junit.xml").is_file()
+
+
+def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_port, capsys):
+    """The seed's incident: the port's resize scale uses the align-corners convention. One edge
+    of one box of one case drifts by 3 px; every other edge stays within 2 px."""
+    plant_scale_bug(box_port)
+    result = run_gate(load_spec(box_port / "parity.toml"))
+    assert not result.passed and result.exit_code == 1
+    failing = [v for v in result.verdicts if not v.passed]
+    assert [(v.claim_id, v.case) for v in failing] == [("edge-2px", "wide_editor")]
+    (failure,) = failing[0].failures
+    assert (failure.where, failure.observed, failure.bound, failure.excess) == ("box editor, edge x2", 3.0, 2.0, 1.0)
+    assert "actual 303, expected 300" in failure.detail
+    deltas = failing[0].evidence["edge_deltas"]
+    assert deltas["editor"]["x2"] == 3 and max(max(d.values()) for d in deltas.values() if d is not deltas["editor"]) <= 2
+    assert all(v.observed <= 2 for v in result.verdicts if v.claim_id == "edge-2px" and v.case != "wide_editor")
+    # the command line says the same and exits 1
+    assert main(["gate", str(box_port / "parity.toml")]) == 1
+    out = capsys.readouterr().out
+    assert "edge-2px · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1" in out
+
+
+def test_the_30px_gate_hides_the_same_bug(box_port):
+    """Why claims check exists: the 30 px variant passes the regression the 2 px claim catches."""
+    plant_scale_bug(box_port)
+    result = run_gate(load_spec(box_port / "parity-30px.toml"))
+    assert result.passed
+    assert max(v.observed for v in result.verdicts if v.claim_id == "edge-30px") == 3
+
+
+def test_case_and_claim_filters(box_port, capsys):
+    plant_scale_bug(box_port)
+    spec = load_spec(box_port / "parity.toml")
+    only = run_gate(spec, cases=["leetcode"], claims=["edge-2px"])
+    assert only.passed and {v.case for v in only.verdicts} == {"leetcode"}
+    assert main(["gate", str(box_port / "parity.toml"), "--case", "wide_editor"]) == 1
+    assert main(["gate", str(box_port / "parity.toml"), "--claim", "nope"]) == 2
+    assert "no claim 'nope'" in capsys.readouterr().err
+
+
+def _tiny(tmp_path, spec_text=TINY_SPEC, **kwargs):
+    path = make_project(tmp_path, spec_text, **kwargs)
+    record(load_spec(path))
+    return path
+
+
+def test_float32_numpy_candidate_both_directions(tmp_path):
+    path = _tiny(tmp_path)
+    assert run_gate(load_spec(path)).passed  # float32 vs float64 within 1e-5
+    path.write_text(path.read_text().replace("bound = 1e-5", "bound = 1e-12"))
+    result = run_gate(load_spec(path))
+    (verdict,) = [v for v in result.verdicts if v.case == "a"]
+    assert not verdict.passed and verdict.observed > 1e-12
+    (failure,) = verdict.failures
+    assert failure.where.startswith("y at index ") and "elements beyond the bound" in failure.detail
+    assert verdict.evidence["y"]["promotion"] == "float32 -> float64 (actual)"
+
+
+def test_mlx_candidate_both_directions(tmp_path):
+    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx") + """
+[claims.logits-cosine]
+outputs = ["logits"]
+metric = "cosine"
+bound = 0.99999
+oracle = "equivalence"
+status = "provisional"
+"""
+    path = _tiny(tmp_path, spec_text)
+    result = run_gate(load_spec(path))
+    assert result.passed and {v.claim_id for v in result.verdicts} == {"y-close", "logits-cosine"}
+    # a real bug in the MLX port: ReLU where the model has tanh
+    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('return {"y": mx.tanh(logits)', 'return {"y": mx.maximum(logits, 0)'))
+    result = run_gate(load_spec(path))
+    assert not result.passed
+    assert {v.claim_id for v in result.verdicts if not v.passed} == {"y-close"}
+
+
+def test_extra_output_fails(tmp_path, capsys):
+    path = _tiny(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_extra"))
+    result = run_gate(load_spec(path))
+    assert not result.passed and all(result.verdicts)
+    assert result.errors == [
+        "runner cand, case a: extra output 'debug' (produced by the candidate, not in the reference)",
+        "runner cand, case b: extra output 'debug' (produced by the candidate, not in the reference)",
+    ]
+    assert main(["gate", str(path)]) == 1
+
+
+def test_missing_output_fails(tmp_path):
+    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_missing").replace('outputs = ["y"]\nmetric', 'outputs = ["*"]\nmetric')
+    path = _tiny(tmp_path, spec_text)
+    result = run_gate(load_spec(path))
+    assert not result.passed
+    failures = [f for v in result.verdicts for f in v.failures]
+    assert {(f.metric, f.where) for f in failures} == {("missing_output", "logits")}
+    assert any("missing output 'logits'" in e for e in result.errors)
+
+
+def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "crash" }')
+    path = _tiny(tmp_path, spec_text)
+    assert main(["gate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "runner cand, case a: crash: exited with status 7" in out
+    assert "fatal: cannot open model weights at /nonexistent/weights.bin" in out
+    result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
+    assert any("/nonexistent/weights.bin" in e for e in result["errors"])
+    # the same command without the fault passes: the runner itself is sound
+    path.write_text(path.read_text().replace('env = { MODE = "crash" }', ""))
+    assert main(["gate", str(path)]) == 0
+
+
+def test_unparseable_output_fails(tmp_path):
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "garbage" }')
+    result = run_gate(load_spec(_tiny(tmp_path, spec_text)))
+    assert not result.passed and all("unparseable" in e for e in result.errors) and len(result.errors) == 2
+
+
+def test_claims_on_other_hardware_are_listed_and_a_run_of_none_fails(tmp_path):
+    spec_text = TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "m2"') + """
+[hardware.m2]
+system = "Darwin"
+cpu = "Apple M2*"
+
+[claims.fast]
+outputs = ["y"]
+metric = "p50_ms"
+bound = 1
+oracle = "approximation"
+status = "provisional"
+hardware = "m2"
+"""
+    path = _tiny(tmp_path, spec_text)
+    result = run_gate(load_spec(path), hardware=None) if platform.system() != "Darwin" else run_gate(load_spec(path), hardware="any")
+    assert not result.passed and result.verdicts == []
+    assert sorted(n.claim_id for n in result.not_evaluated) == ["fast", "y-close"]
+    assert all("'m2'" in n.reason for n in result.not_evaluated)
+    assert result.errors == ["no claim was evaluated: a run that evaluates none proves nothing"]
+    assert main(["gate", str(path), "--hardware", "any"]) == 1
+    # naming the class evaluates them (the speed claim too: that is a gate run on its hardware)
+    assert run_gate(load_spec(path), hardware="m2").verdicts
+
+
+def test_hardware_classes_match_this_machine(tmp_path):
+    spec_text = TINY_SPEC + f'\n[hardware.here]\nsystem = "{platform.system()}"\n\n[hardware.elsewhere]\nsystem = "Plan9"\n'
+    spec = load_spec(make_project(tmp_path, spec_text))
+    assert current_hardware(spec) == ["any", "here"]
+    assert current_hardware(spec, "elsewhere") == ["any", "elsewhere"]
+
+
+def test_dataset_claims_accuracy_and_ece(tmp_path):
+    rng = np.random.default_rng(3)
+    cases = {f"c{i}": {"x": rng.standard_normal((1, 8))} for i in range(6)}
+    w = np.random.default_rng(0).standard_normal((8, 4))
+    labels = {name: int(np.argmax(arrays["x"] @ w)) for name, arrays in cases.items()}
+    labels["c5"] = (labels["c5"] + 1) % 4  # one case the model gets wrong: accuracy 5/6
+    case_tables = "".join(f'\n[cases.{n}]\npath = "cases/{n}.npz"\nsha256 = "{{sha:{n}}}"\nlabel = {labels[n]}\n' for n in cases)
+    spec_text = TINY_SPEC.split("[cases.a]")[0] + case_tables + "\n[runners.reference]" + TINY_SPEC.split("[runners.reference]")[1] + """
+[claims.top1]
+outputs = ["logits"]
+metric = "accuracy"
+bound = 0.8
+oracle = "approximation"
+status = "provisional"
+
+[claims.calibration]
+outputs = ["logits"]
+metric = "ece"
+bound = 0.9
+oracle = "approximation"
+status = "provisional"
+params = { inputs = "logits", bins = 5 }
+"""
+    path = _tiny(tmp_path, spec_text, cases=cases)
+    result = run_gate(load_spec(path))
+    top1 = next(v for v in result.verdicts if v.claim_id == "top1")
+    assert top1.case is None and top1.passed and top1.observed == pytest.approx(5 / 6)
+    assert next(v for v in result.verdicts if v.claim_id == "calibration").passed
+    path.write_text(path.read_text().replace("bound = 0.8", "bound = 0.9"))
+    top1 = next(v for v in run_gate(load_spec(path)).verdicts if v.claim_id == "top1")
+    assert not top1.passed and top1.excess == pytest.approx(0.9 - 5 / 6)
+
+
+NOOP_MODEL = TINY_MODEL + '''
+
+_calls = {"leaked": False}
+
+
+def reference_with_state(case):
+    out = reference(case)
+    if _calls["leaked"]:
+        out["y"] = out["y"] + 1e-7  # a callback left installed changes later baselines
+    return out
+
+
+def wrapper_noop(case):
+    return reference_with_state(case)
+
+
+def wrapper_leaky(case):
+    out = reference_with_state(case)
+    _calls["leaked"] = True
+    return out
+'''
+
+NOOP_SPEC = TINY_SPEC.replace("tiny:reference", "tiny:reference_with_state").replace("tiny:candidate32", "tiny:wrapper_noop") + """
+[claims.wrapper-noop]
+outputs = ["y"]
+metric = "exact"
+bound = 0
+oracle = "no-op"
+mode = "paired"
+status = "provisional"
+"""
+
+
+def test_paired_noop_claim_both_directions(tmp_path):
+    path = _tiny(tmp_path, NOOP_SPEC, modules={"tiny.py": NOOP_MODEL})
+    result = run_gate(load_spec(path), claims=["wrapper-noop"])
+    assert result.passed and [v.oracle for v in result.verdicts] == ["no-op", "no-op"]
+    path.write_text(path.read_text().replace("tiny:wrapper_noop", "tiny:wrapper_leaky"))
+    result = run_gate(load_spec(path), claims=["wrapper-noop"])
+    assert not result.passed
+    wheres = [f.where for v in result.verdicts for f in v.failures]
+    assert any("baseline-after" in w for w in wheres)
+
+
+def test_zero_claims_selected_by_drift_is_not_a_pass(tmp_path):
+    path = make_project(tmp_path)  # nothing recorded
+    result = run_gate(load_spec(path))
+    assert result.exit_code == 3 and not result.passed
+
+
+def test_bad_spec_exits_2_and_overwrites_nothing(box_port, capsys):
+    spec_path = box_port / "parity.toml"
+    before = {p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()}
+    spec_path.write_text(spec_path.read_text() + "\n[claims.edge-2px.basis\n")
+    for command in ("record", "verify", "gate"):
+        assert main([command, str(spec_path)]) == 2
+        assert "malformed TOML" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()} == before
