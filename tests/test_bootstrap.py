@@ -257,3 +257,104 @@ def test_spec_loader_accepts_the_bootstrap_table(upstream):
     )
     assert list(load_spec(spec).claims) == ["y"]
     assert config_from_spec(spec).commit == upstream["sha"]
+
+
+UPSTREAM_PORT = """\
+import numpy as np
+
+
+def forward(x):
+    y = x * 2.0
+    y = y + 0.5  # bias from the old preprocessing
+    return y
+"""
+PORT_FIX = UPSTREAM_PORT.replace("    y = y + 0.5  # bias from the old preprocessing\n",
+                                 "    y = y + 0.0  # preprocessing matches the reference\n")
+
+PROJECT_SPEC = """\
+format_version = 1
+outputs = ["y"]
+
+[cases.a]
+path = "cases/a.npz"
+sha256 = "{sha}"
+
+[runners.reference]
+role = "reference"
+callable = "reference:forward"
+
+[runners.port]
+role = "candidate"
+command = ["{{python}}", "run_port.py", "{{case}}", "{{out}}"]
+format = "npz"
+
+[claims.y-exact]
+outputs = ["y"]
+metric = "max_abs"
+bound = 0
+oracle = "equivalence"
+status = "provisional"
+"""
+
+REFERENCE = """\
+def forward(case):
+    return {"y": case.load()["x"] * 2.0}
+"""
+
+# The spec's runner: the port built in the bootstrapped checkout, found through the environment.
+RUN_PORT = """\
+import os, runpy, sys
+import numpy as np
+
+built = runpy.run_path(os.path.join(os.environ["PARITYGATE_BOOTSTRAP_DIR"], "build", "port.py"))
+x = np.load(sys.argv[1], allow_pickle=False)["x"]
+np.savez(sys.argv[2], y=built["forward"](x))
+"""
+
+
+def _port_project(tmp_path):
+    import hashlib
+
+    import numpy as np
+
+    repo = tmp_path / "port-upstream"
+    repo.mkdir()
+    _git(repo, "init", "--quiet", "-b", "main")
+    (repo / "port.py").write_text(UPSTREAM_PORT)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "--quiet", "-m", "port")
+    sha = _git(repo, "rev-parse", "HEAD")
+    (repo / "port.py").write_text(PORT_FIX)
+    patch = tmp_path / "fix.patch"
+    patch.write_text(_git(repo, "diff", strip=False))
+    _git(repo, "checkout", "--", "port.py")
+
+    project = tmp_path / "project"
+    (project / "cases").mkdir(parents=True)
+    np.savez(project / "cases" / "a.npz", x=np.arange(6.0).reshape(2, 3))
+    digest = hashlib.sha256((project / "cases" / "a.npz").read_bytes()).hexdigest()
+    (project / "parity.toml").write_text(PROJECT_SPEC.format(sha=digest))
+    (project / "reference.py").write_text(REFERENCE)
+    (project / "run_port.py").write_text(RUN_PORT)
+    return repo, sha, patch, project
+
+
+def test_end_to_end_with_the_real_gate(tmp_path, monkeypatch, capsys):
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    repo, sha, patch, project = _port_project(tmp_path)
+    monkeypatch.syspath_prepend(str(project))
+    record(load_spec(project / "parity.toml"))
+    build = 'mkdir -p build && cp port.py build/port.py'
+    args = ["bootstrap", "--gate", str(project / "parity.toml"), "--upstream", str(repo),
+            "--commit", sha, "--build", build, "--workdir", str(tmp_path / "work")]
+    fix_line = "port.py:y = y + 0.0  # preprocessing matches the reference"
+    # the complete patch: every step passes and the gate holds
+    assert main([*args, "--patch", str(patch), "--require", fix_line]) == 0
+    out = capsys.readouterr().out
+    assert "bootstrap: gate" in out and "y-exact" in out
+    assert (project / "parity-reports" / "result.json").is_file()
+    # without the patch the build succeeds and the gate catches the 0.5 bias: exit 1
+    assert main(args) == 1
+    assert "FAIL" in capsys.readouterr().out

@@ -326,3 +326,24 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "claims check: FAIL, 1 problem(s)" in captured.err
     assert main(["claims", "check", "absent.md", "--spec", str(spec)]) == 2
     assert "no such doc" in capsys.readouterr().err
+
+
+def test_box_port_example_gate_at_30px_against_a_readme_publishing_2px(tmp_path):
+    # The seed-002 incident on the box-port example: the same claim, its bound raised to 30 px.
+    example = Path(__file__).resolve().parent.parent / "examples" / "box_port"
+    strict = (example / "parity.toml").read_text()
+    loose = strict.replace("\nbound = 2\n", "\nbound = 30\n")
+    assert loose != strict
+    (tmp_path / "README.md").write_text(
+        "# Panel detector port\n\nEvery edge of both panels is within ≤ 2 px <!-- claim: edge-2px -->"
+        " of the Python reference.\n"
+    )
+    (tmp_path / "parity.toml").write_text(strict)
+    assert check_claims([tmp_path / "README.md"], tmp_path / "parity.toml").passed
+    (tmp_path / "parity.toml").write_text(loose)
+    [problem] = check_claims([tmp_path / "README.md"], tmp_path / "parity.toml").problems
+    line = next(n for n, text in enumerate(loose.splitlines(), 1) if text == "[claims.edge-2px]")
+    assert str(problem) == (
+        f"README.md:3: claim edge-2px: the gate's bound 30 px (parity.toml:{line}) is looser than the "
+        "published '≤ 2 px' (2): the gate does not enforce the number the doc publishes"
+    )

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import tomllib
@@ -277,12 +276,11 @@ def _build(command: str, workdir: Path, timeout: float | None) -> None:
         )
 
 
-def _run_gate_subprocess(spec: Path, workdir: Path) -> int:
-    env = dict(os.environ, **{WORKDIR_ENV: str(workdir)})
-    done = subprocess.run(
-        [sys.executable, "-m", "paritygate", "gate", str(spec)], env=env, check=False
-    )
-    return done.returncode
+def _gate_in_process(spec: Path) -> Any:
+    from .gate import run_gate
+    from .spec import load_spec
+
+    return run_gate(load_spec(spec))
 
 
 def bootstrap(
@@ -294,8 +292,9 @@ def bootstrap(
     """Clone, check out, patch, require the fix lines, build, then gate. Raises the failing step's
     :class:`BootstrapError` subclass; returns the result once every step before the gate passed.
 
-    ``run_gate(spec)`` runs the gate and returns a GateResult (or an exit code); by default the
-    gate runs as ``python -m paritygate gate SPEC`` with ``PARITYGATE_BOOTSTRAP_DIR`` set.
+    ``run_gate(spec)`` runs the gate and returns a GateResult (or an exit code); by default
+    :func:`paritygate.gate.run_gate` on the loaded spec, with ``PARITYGATE_BOOTSTRAP_DIR`` set in
+    the environment (subprocess runners inherit it).
     ``on_step`` is called after each step that passed (progress for the CLI).
     """
     steps: list[StepRecord] = []
@@ -336,10 +335,7 @@ def bootstrap(
         previous = os.environ.get(WORKDIR_ENV)
         os.environ[WORKDIR_ENV] = str(workdir)
         try:
-            if run_gate is None:
-                outcome: Any = _run_gate_subprocess(config.gate, workdir)
-            else:
-                outcome = run_gate(config.gate)
+            outcome: Any = (run_gate or _gate_in_process)(config.gate)
         finally:
             if previous is None:
                 os.environ.pop(WORKDIR_ENV, None)

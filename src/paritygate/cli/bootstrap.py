@@ -78,4 +78,15 @@ def bootstrap_command(
         click.echo(f"bootstrap: {exc.step:<15} FAILED (exit {exc.exit_code})", err=True)
         raise
     click.echo(f"bootstrap: checkout {result.workdir} at {result.commit}")
+    if result.gate_result is not None:
+        from rich.console import Console
+
+        from ..reports import verdict_table, write_all
+        from ..spec import load_spec
+
+        data = result.gate_result.to_dict()
+        paths = write_all(data, load_spec(spec).reports)
+        console = Console()
+        console.print(verdict_table(data))
+        console.print(f"reports: {paths['markdown'].parent}", highlight=False, soft_wrap=True)
     return result.exit_code

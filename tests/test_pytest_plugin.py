@@ -1,0 +1,89 @@
+"""The pytest plugin, run on real small parity projects through pytester."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from spec_helpers import make_project
+
+pytest_plugins = ["pytester"]
+
+TEST_MODULE = '''
+def test_whole_spec(paritygate_gate):
+    result = paritygate_gate("parity.toml")
+    assert result.passed and len(result.verdicts) == 2
+
+
+def test_one_claim_one_case(paritygate_claim):
+    result = paritygate_claim("parity.toml", "y-close", case="b")
+    assert [(v.claim_id, v.case) for v in result.verdicts] == [("y-close", "b")]
+'''
+
+
+@pytest.fixture
+def project(pytester):
+    make_project(pytester.path)
+    pytester.makepyfile(test_claims=TEST_MODULE)
+    return pytester
+
+
+def _record(project) -> None:
+    result = project.runpytest("--paritygate-record", "-p", "no:cacheprovider")
+    # a re-record never passes silently: every test that gated fails and says why
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*re-recorded: re-run without --paritygate-record*"])
+    assert (project.path / "references").is_dir()
+
+
+def test_record_fails_the_run_then_the_gate_passes_and_writes_reports(project):
+    _record(project)
+    result = project.runpytest("-p", "no:cacheprovider", "--paritygate-reports", "out")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*= paritygate =*",
+        "parity.toml (all claims) in test_claims.py::test_whole_spec:",
+        "  pass y-close (cand) a: max_abs * (bound 1e-05)",
+        "  pass y-close (cand) b: max_abs * (bound 1e-05)",
+        "parity.toml (claim y-close case b) in test_claims.py::test_one_claim_one_case:",
+        "  pass y-close (cand) b: max_abs * (bound 1e-05)",
+    ])
+    written = sorted(p.relative_to(project.path / "out").as_posix() for p in (project.path / "out").rglob("*.md"))
+    assert written == [
+        "test_claims.py_test_one_claim_one_case/summary.md",
+        "test_claims.py_test_whole_spec/summary.md",
+    ]
+
+
+def test_violated_claim_fails_the_test_with_the_markdown_summary(project):
+    _record(project)
+    (project.path / "tiny.py").write_text(
+        (project.path / "tiny.py").read_text().replace(
+            "return {\"y\": np.tanh(logits), \"logits\": logits}\n\n\ndef candidate_extra",
+            "return {\"y\": np.tanh(logits) + 1e-3, \"logits\": logits}\n\n\ndef candidate_extra",
+        )
+    )
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*## ❌ paritygate: FAIL*",
+        "*| ❌ | `y-close` | a | cand | max_abs |*",
+        "  FAIL y-close (cand) a: max_abs *",
+    ])
+
+
+def test_missing_references_fail_as_drift_with_the_record_hint(project):
+    result = project.runpytest("-p", "no:cacheprovider", "-k", "whole_spec")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*## ⚠️ paritygate: DRIFT*",
+        "*re-record deliberately with --paritygate-record*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_importing_paritygate_imports_no_pytest():
+    code = "import sys, paritygate, paritygate.reports, paritygate.claims_check; print('pytest' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
