@@ -79,6 +79,7 @@ def _metric_plot(claim_id: str, candidate: str, items: list[dict[str, Any]]) -> 
         axes.scatter([x], [observed], color="#1a7f37" if ok else "#cf222e", zorder=3)
     for bound in _bounds(items[0].get("bound")):
         axes.axhline(bound, color="#9a6700", linestyle="--", label=f"bound {fmt(bound)}")
+    axes.margins(x=0.1, y=0.15)  # points sitting on the bound stay visible
     axes.set_xticks(xs, [c for c, _, _ in points], rotation=30, ha="right", fontsize=8)
     unit = items[0].get("unit") or ""
     axes.set_ylabel(f"{items[0].get('metric', '')} {f'({unit})' if unit else ''}".strip())

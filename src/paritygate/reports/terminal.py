@@ -23,14 +23,15 @@ def verdict_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
     table = Table(title=verdict_line(result), title_justify="left")
-    table.add_column("")
-    # Claim ids stay whole (they are what a reader searches for); other columns fold.
-    longest = max((len(str(v.get("claim_id", ""))) for v in verdicts(result)), default=5)
-    table.add_column("claim", no_wrap=True, min_width=min(longest, 60))
-    for name in ("case", "candidate", "metric"):
-        table.add_column(name, overflow="fold")
+    table.add_column("", no_wrap=True)
+    # Claim ids and numbers stay whole (they are what a reader searches for and compares);
+    # case, candidate and metric names fold when the terminal is narrow.
+    table.add_column("claim", no_wrap=True)
+    table.add_column("case", overflow="fold", min_width=6)
+    table.add_column("candidate", overflow="fold", min_width=6)
+    table.add_column("metric", overflow="fold", min_width=6)
     for name in ("observed", "bound", "excess"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     for v in verdicts(result):
         unit = f" {v['unit']}" if v.get("unit") else ""
         table.add_row(
