@@ -30,7 +30,7 @@ def test_adapter_with_a_stale_threshold_is_caught_even_when_the_claim_holds(tmp_
     spec = load_spec(project / "parity-30px.toml")
     record(spec)
     result = run_gate(spec)
-    assert all(v.passed for v in result.verdicts if v.claim_id == "edge-30px")
+    assert all(v.passed for v in result.verdicts if v.claim_id == "panel-edges")
     cross = [v for v in result.verdicts if v.oracle == "cross-adapter"]
     assert len(cross) == 3 and not any(cross) and not result.passed and result.exit_code == 1
     first = cross[0].failures[0]

@@ -28,7 +28,7 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
     out = capsys.readouterr().out
     assert "PASS" in out
     result = json.loads((box_port / "parity-reports" / "result.json").read_text())
-    edge = [v for v in result["verdicts"] if v["claim_id"] == "edge-2px"]
+    edge = [v for v in result["verdicts"] if v["claim_id"] == "panel-edges"]
     assert [v["case"] for v in edge] == ["leetcode", "wide_editor", "narrow"]
     assert all(v["passed"] and v["observed"] == 0 for v in edge)
     assert result["exit_code"] == 0 and (box_port / "parity-reports" / "junit.xml").is_file()
@@ -41,17 +41,17 @@ def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_por
     result = run_gate(load_spec(box_port / "parity.toml"))
     assert not result.passed and result.exit_code == 1
     failing = [v for v in result.verdicts if not v.passed]
-    assert [(v.claim_id, v.case) for v in failing] == [("edge-2px", "wide_editor")]
+    assert [(v.claim_id, v.case) for v in failing] == [("panel-edges", "wide_editor")]
     (failure,) = failing[0].failures
     assert (failure.where, failure.observed, failure.bound, failure.excess) == ("box editor, edge x2", 3.0, 2.0, 1.0)
     assert "actual 303, expected 300" in failure.detail
     deltas = failing[0].evidence["edge_deltas"]
     assert deltas["editor"]["x2"] == 3 and max(max(d.values()) for d in deltas.values() if d is not deltas["editor"]) <= 2
-    assert all(v.observed <= 2 for v in result.verdicts if v.claim_id == "edge-2px" and v.case != "wide_editor")
+    assert all(v.observed <= 2 for v in result.verdicts if v.claim_id == "panel-edges" and v.case != "wide_editor")
     # the command line says the same and exits 1
     assert main(["gate", str(box_port / "parity.toml")]) == 1
     out = capsys.readouterr().out
-    assert "edge-2px · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1" in out
+    assert "panel-edges · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1" in out
 
 
 def test_the_30px_gate_hides_the_same_bug(box_port):
@@ -59,13 +59,13 @@ def test_the_30px_gate_hides_the_same_bug(box_port):
     plant_scale_bug(box_port)
     result = run_gate(load_spec(box_port / "parity-30px.toml"))
     assert result.passed
-    assert max(v.observed for v in result.verdicts if v.claim_id == "edge-30px") == 3
+    assert max(v.observed for v in result.verdicts if v.claim_id == "panel-edges") == 3
 
 
 def test_case_and_claim_filters(box_port, capsys):
     plant_scale_bug(box_port)
     spec = load_spec(box_port / "parity.toml")
-    only = run_gate(spec, cases=["leetcode"], claims=["edge-2px"])
+    only = run_gate(spec, cases=["leetcode"], claims=["panel-edges"])
     assert only.passed and {v.case for v in only.verdicts} == {"leetcode"}
     assert main(["gate", str(box_port / "parity.toml"), "--case", "wide_editor"]) == 1
     assert main(["gate", str(box_port / "parity.toml"), "--claim", "nope"]) == 2
@@ -268,8 +268,45 @@ def test_zero_claims_selected_by_drift_is_not_a_pass(tmp_path):
 def test_bad_spec_exits_2_and_overwrites_nothing(box_port, capsys):
     spec_path = box_port / "parity.toml"
     before = {p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()}
-    spec_path.write_text(spec_path.read_text() + "\n[claims.edge-2px.basis\n")
+    spec_path.write_text(spec_path.read_text() + "\n[claims.panel-edges.basis\n")
     for command in ("record", "verify", "gate"):
         assert main([command, str(spec_path)]) == 2
         assert "malformed TOML" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()} == before
+
+
+ACTIVITY_MODEL = TINY_MODEL + '''
+
+import os
+
+
+def candidate_cached(case):
+    out = candidate32(case)
+    out["skipped_steps"] = np.asarray(int(os.environ.get("SKIPPED", "6")))
+    return out
+'''
+
+
+def test_activity_band_both_directions(tmp_path, monkeypatch):
+    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_cached").replace(
+        'status = "provisional"', 'status = "provisional"\nactivity = { counter = "skipped_steps", min = 5, max = 7 }')
+    path = _tiny(tmp_path, spec_text, modules={"tiny.py": ACTIVITY_MODEL})
+    result = run_gate(load_spec(path))
+    assert result.passed and result.errors == []  # the counter is not an "extra output"
+    monkeypatch.setenv("SKIPPED", "0")
+    result = run_gate(load_spec(path))
+    assert not result.passed
+    failures = [f for v in result.verdicts for f in v.failures]
+    assert [f.metric for f in failures] == ["activity:skipped_steps"] * 2
+    assert "the optimization did nothing" in failures[0].detail
+
+
+def test_example_readme_publishes_the_number_the_gate_enforces(capsys):
+    """The example's README ties its "≤ 2 px" to the claim; the 30 px variant is refused."""
+    from spec_helpers import BOX_PORT
+
+    readme = str(BOX_PORT / "README.md")
+    assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity.toml")]) == 0
+    assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity-30px.toml")]) == 1
+    captured = capsys.readouterr()
+    assert "looser than the published" in captured.out + captured.err

@@ -21,7 +21,7 @@ def test_box_port_example_loads_with_every_part():
     assert [a.name for a in spec.adapters_of("port")] == ["port-python"]
     port = spec.runners["port"]
     assert port.kind == "subprocess" and port.output_format == "json" and port.timeout == 120
-    claim = spec.claims["edge-2px"]
+    claim = spec.claims["panel-edges"]
     assert (claim.metric, claim.bound, claim.unit, claim.scope) == ("max_edge_delta", 2.0, "px", "edge")
     assert claim.covers("boxes/editor") and not claim.covers("logits")
     assert claim.holds(2) and not claim.holds(3)

@@ -235,9 +235,22 @@ def _output(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> t
 
 def evaluate_claim(claim: Claim, candidate: str, case: str | None, actual: dict[str, Any],
                    expected: dict[str, Any]) -> ClaimVerdict:
-    """One per-case verdict (element, edge or output scope) of ``claim`` on flattened outputs."""
-    actual, expected = _covered(claim, actual), _covered(claim, expected)
+    """One per-case verdict (element, edge or output scope) of ``claim`` on flattened outputs.
+
+    A claim with an activity band also requires the candidate's counter output (e.g. skipped
+    steps) to lie in the band, so that an optimization that does nothing cannot pass."""
+    counters = {}
+    if claim.activity is not None and claim.activity.counter in actual:
+        counters[claim.activity.counter] = actual[claim.activity.counter]
+    actual = {k: v for k, v in _covered(claim, actual).items() if k not in counters or k in expected}
+    expected = _covered(claim, expected)
     failures = _structure_failures(actual, expected)
+    if claim.activity is not None:
+        from .approximation import check_activity
+
+        activity_failure = check_activity(counters, claim.activity)
+        if activity_failure is not None:
+            failures.append(activity_failure)
     if claim.scope == "element":
         observed, more, evidence = _element(claim, actual, expected)
     elif claim.scope == "edge":
@@ -494,6 +507,9 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
             if spec.runners[name].cast == "reference":
                 out = {k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()}
                 runs.outputs[name][case] = out
+            # Activity counters (skipped steps ...) exist on the candidate's side only.
+            counters = {c.activity.counter for c in stored if c.activity is not None}
+            out = {k: v for k, v in out.items() if k not in counters or k in expected}
             for f in _structure_failures(out, expected):
                 result.errors.append(f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})")
 
