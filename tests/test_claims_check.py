@@ -326,6 +326,9 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "claims check: FAIL, 1 problem(s)" in captured.err
     assert main(["claims", "check", "absent.md", "--spec", str(spec)]) == 2
     assert "no such doc" in capsys.readouterr().err
+    # without --spec: parity.toml in the working folder; README.md is checked as it is published
+    assert main(["claims", "check"]) == 1
+    assert "README.md:3: claim boxes.edge_px: the gate's bound 30 px" in capsys.readouterr().out
 
 
 def test_box_port_example_gate_at_30px_against_a_readme_publishing_2px(tmp_path):
