@@ -243,3 +243,13 @@ def test_report_command_bad_input_exits_2(tmp_path, capsys):
     path.write_text('{"hello": 1}')
     assert main(["report", str(path)]) == 2
     assert "not a paritygate gate result" in capsys.readouterr().err
+
+
+def test_markdown_of_a_large_run_stays_comment_sized_with_failures_first():
+    items = [_passing(f"case{i:04d}") for i in range(400)] + [_failing()]
+    text = render_markdown(GateResult(spec="p.toml", verdicts=items).to_dict())
+    rows = [line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")]
+    assert len(rows) == 150
+    assert rows[0].startswith("| ❌ | `boxes.edge_px` | leetcode_test |")
+    assert "… 251 more verdicts" in text
+    assert len(text.encode()) < 64 * 1024

@@ -149,7 +149,9 @@ def _plots_section(result: dict[str, Any]) -> list[str]:
             parts.append(_figure(img, f"{claim_id}: observed per case, bound dashed"))
             shown += 1
     edge_plots = 0
-    for verdict in verdicts(result):
+    # Failing verdicts first, so the cap on per-edge plots never hides a violation's plot.
+    ordered = sorted(verdicts(result), key=lambda v: bool(v.get("passed")))
+    for verdict in ordered:
         deltas = edge_deltas(verdict.get("evidence"))
         if deltas and edge_plots < MAX_EDGE_PLOTS:
             parts.append(_figure(_edge_plot(verdict, deltas), "per-edge deltas, bound dashed"))

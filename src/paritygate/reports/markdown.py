@@ -16,8 +16,11 @@ from ._common import (
 
 __all__ = ["render_markdown"]
 
-# A pull-request comment must stay readable: list at most this many failure details per verdict.
+# A pull-request comment must stay readable (and under the hosts' size limits of about 64 KiB):
+# at most this many failure details per verdict, and this many rows in the verdict table, failing
+# rows first; result.json and report.html hold everything.
 MAX_FAILURES_SHOWN = 20
+MAX_TABLE_ROWS = 150
 
 
 def _cell(value: Any) -> str:
@@ -52,10 +55,14 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append("")
 
     items = verdicts(result)
+    shown = items
+    if len(items) > MAX_TABLE_ROWS:
+        shown = ([v for v in items if not v.get("passed")] + [v for v in items if v.get("passed")])
+        shown = shown[:MAX_TABLE_ROWS]
     if items:
         lines.append("| | claim | case | candidate | metric | observed | bound | excess |")
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for v in items:
+        for v in shown:
             unit = f" {v['unit']}" if v.get("unit") else ""
             observed = fmt(v.get("observed"))
             bound = fmt(v.get("bound"))
@@ -71,9 +78,17 @@ def render_markdown(result: dict[str, Any]) -> str:
                     _cell(fmt(v.get("excess"))),
                 )
             )
+        if len(shown) < len(items):
+            lines.append("")
+            lines.append(
+                f"… {len(items) - len(shown)} more verdicts (all holding unless listed above) "
+                "are in result.json and report.html."
+            )
         lines.append("")
 
     failing = [v for v in items if not v.get("passed")]
+    if len(failing) > MAX_TABLE_ROWS:
+        failing = failing[:MAX_TABLE_ROWS]
     if failing:
         lines.append("### Violations")
         lines.append("")
