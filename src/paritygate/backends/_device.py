@@ -1,0 +1,231 @@
+"""Bookkeeping shared by the device backends (torch, MLX, JAX).
+
+Each device kernel reduces an output pair, chunk by chunk, to one vector of statistics laid out as
+:data:`STATS` plus the k candidates of largest excess. That vector and those candidates are the
+only data that cross to the host; :func:`raw_stats` turns them into a
+:class:`~paritygate.metrics.RawStats`, applying the non-finite rules of the metric definitions
+(docs/architecture.md) the same way for every framework.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ..errors import InputError
+from ..metrics import RawStats, dtype_kind, promote
+from ..results import Element, NonFinite, Tolerance
+
+__all__ = [
+    "SUM_STATS",
+    "MAX_STATS",
+    "COUNT_STATS",
+    "STATS",
+    "Plan",
+    "plan",
+    "raw_stats",
+    "ULP_INT_BITS",
+]
+
+# Sums accumulate in float64 (or compensated float32); maxima are plain maxima; counts are exact.
+SUM_STATS = ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq")
+MAX_STATS = (
+    "max_abs",
+    "max_rel",
+    "max_rel_symmetric",
+    "max_excess",  # over finite positions; -inf when none
+    "atol_needed",
+    "rtol_needed",
+    "ulp_max",
+)
+COUNT_STATS = (
+    "n_finite",
+    "mismatch_finite",  # finite positions outside atol + rtol*|e|
+    "ulp_nonzero",
+    "ulp_over",
+    "actual_nan",
+    "expected_nan",
+    "nan_both",
+    "nan_one_side",
+    "actual_inf",
+    "expected_inf",
+    "inf_mismatch",
+)
+STATS = SUM_STATS + MAX_STATS + COUNT_STATS
+
+# Bits of the integer a floating dtype is viewed as for ULP ordering.
+ULP_INT_BITS = {
+    "float8_e4m3fn": 8,
+    "float8_e5m2": 8,
+    "bfloat16": 16,
+    "float16": 16,
+    "float32": 32,
+    "float64": 64,
+}
+
+
+class Plan:
+    """What a kernel needs to know about one output pair before it touches the data."""
+
+    def __init__(
+        self,
+        *,
+        shape: tuple[int, ...],
+        dtype_actual: str,
+        dtype_expected: str,
+        compared_as: str,
+        promotion: str | None,
+        ulp_dtype: str | None,
+        path: str,
+    ):
+        self.shape = shape
+        self.size = math.prod(shape)
+        self.dtype_actual = dtype_actual
+        self.dtype_expected = dtype_expected
+        self.compared_as = compared_as
+        self.promotion = promotion
+        self.ulp_dtype = ulp_dtype
+        self.kind = dtype_kind(compared_as)  # 'float', 'int' or 'bool'
+        self.path = path
+
+
+def plan(
+    shape_actual: Sequence[int],
+    shape_expected: Sequence[int],
+    dtype_actual: str,
+    dtype_expected: str,
+    path: str,
+) -> Plan:
+    """Check shapes and dtypes, decide the promotion; raises InputError for what cannot compare."""
+    where = path or "output"
+    sa, se = tuple(int(s) for s in shape_actual), tuple(int(s) for s in shape_expected)
+    if sa != se:
+        raise InputError(f"shape mismatch: actual {sa} vs expected {se}", where=where)
+    compared_as, promotion, ulp_dtype = promote(dtype_actual, dtype_expected, path=path)
+    if dtype_kind(compared_as) == "complex":
+        raise InputError(
+            f"complex outputs ({dtype_actual}, {dtype_expected}) are compared on the host only",
+            hint="compare the real and imaginary parts as separate outputs",
+            where=where,
+        )
+    return Plan(
+        shape=sa,
+        dtype_actual=dtype_actual,
+        dtype_expected=dtype_expected,
+        compared_as=compared_as,
+        promotion=promotion,
+        ulp_dtype=ulp_dtype,
+        path=path,
+    )
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for dim in reversed(shape):
+        flat, rest = divmod(flat, dim) if dim else (flat, 0)
+        index.append(rest)
+    return tuple(reversed(index))
+
+
+def _python_value(value: float, kind: str) -> float | int | bool:
+    if kind == "bool":
+        return bool(value)
+    if kind == "int":
+        return int(value)
+    return float(value)
+
+
+def raw_stats(
+    p: Plan,
+    stats: Sequence[float],
+    worst_flat: Sequence[float],
+    worst_actual: Sequence[float],
+    worst_expected: Sequence[float],
+    tolerance: Tolerance,
+) -> RawStats:
+    """Assemble RawStats from the reduced statistics vector and the worst-k candidates.
+
+    ``worst_*`` hold at most k candidates (flat index, actual, expected as the kernel computed
+    them); their abs_diff and excess are recomputed here in float64, and the equal non-finite
+    positions a kernel may return as filler are dropped.
+    """
+    s = dict(zip(STATS, (float(v) for v in stats)))
+    nf = NonFinite(
+        actual_nan=int(s["actual_nan"]),
+        expected_nan=int(s["expected_nan"]),
+        nan_both=int(s["nan_both"]),
+        nan_one_side=int(s["nan_one_side"]),
+        actual_inf=int(s["actual_inf"]),
+        expected_inf=int(s["expected_inf"]),
+        inf_mismatch=int(s["inf_mismatch"]),
+    )
+    nonfinite_mismatches = nf.nan_one_side + nf.inf_mismatch + (
+        0 if tolerance.equal_nan else nf.nan_both
+    )
+    mismatches = int(s["mismatch_finite"]) + nonfinite_mismatches
+    max_excess, atol_needed, rtol_needed = s["max_excess"], s["atol_needed"], s["rtol_needed"]
+    if nonfinite_mismatches:
+        max_excess = atol_needed = rtol_needed = math.inf
+    has_ulp = p.ulp_dtype is not None and p.kind == "float"
+    stats_out = RawStats(
+        size=p.size,
+        n_finite=int(s["n_finite"]),
+        max_abs=s["max_abs"],
+        sum_abs=s["sum_abs"],
+        max_rel=s["max_rel"],
+        max_rel_symmetric=s["max_rel_symmetric"],
+        dot=s["dot"],
+        norm_actual_sq=s["norm_actual_sq"],
+        norm_expected_sq=s["norm_expected_sq"],
+        ulp_max=int(s["ulp_max"]) if has_ulp else None,
+        ulp_nonzero=int(s["ulp_nonzero"]) if has_ulp else None,
+        ulp_over=(int(s["ulp_over"]) if tolerance.max_ulp is not None else 0) if has_ulp else None,
+        mismatches=mismatches,
+        max_excess=max_excess,
+        atol_needed=atol_needed,
+        rtol_needed=rtol_needed,
+        nonfinite=nf,
+    )
+    stats_out.worst = worst_elements(
+        p, worst_flat, worst_actual, worst_expected, tolerance
+    )
+    return stats_out
+
+
+def worst_elements(
+    p: Plan,
+    flat_indices: Sequence[float],
+    actual: Sequence[float],
+    expected: Sequence[float],
+    tolerance: Tolerance,
+) -> list[Element]:
+    """Elements ordered by excess (non-finite mismatches first, excess = inf), ties by index."""
+    atol, rtol = tolerance.atol, tolerance.rtol
+    rows = []
+    for flat, a, e in zip(flat_indices, actual, expected):
+        a, e = float(a), float(e)
+        finite = math.isfinite(a) and math.isfinite(e)
+        if finite:
+            diff = abs(a - e)
+            excess = diff - (atol + rtol * abs(e))
+        elif math.isnan(a) and math.isnan(e):
+            if tolerance.equal_nan:
+                continue
+            diff, excess = math.nan, math.inf
+        elif a == e:  # the same infinity on both sides
+            continue
+        else:
+            diff = abs(a - e)  # inf or nan
+            excess = math.inf
+        rows.append((excess, int(flat), a, e, diff))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    return [
+        Element(
+            index=unravel(flat, p.shape),
+            actual=_python_value(a, p.kind) if math.isfinite(a) else a,
+            expected=_python_value(e, p.kind) if math.isfinite(e) else e,
+            abs_diff=diff,
+            excess=excess,
+        )
+        for excess, flat, a, e, diff in rows[: tolerance.worst_k]
+    ]

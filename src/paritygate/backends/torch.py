@@ -1,0 +1,320 @@
+"""PyTorch tensors (CPU and CUDA): metrics computed by torch on the tensor's device.
+
+The output pair is reduced chunk by chunk (``CHUNK_CPU`` / ``CHUNK_DEVICE`` elements) so that the
+extra memory stays bounded whatever the tensor size: every chunk yields one small vector of
+partial statistics and its k candidates of largest excess; after the last chunk the partials are
+reduced and the k best candidates selected on the device, and a single transfer (one
+synchronization) brings ``len(STATS) + 3k`` numbers to the host. Nothing else is copied: no
+``.cpu()``, ``.numpy()``, ``__array__`` or ``__dlpack__`` on the data.
+
+Accuracy: values are compared and sums accumulated in float64 (CPU and CUDA; MPS has no float64
+and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12. Integers are compared in float64
+with an exact inequality test, so no wrap-around occurs and a difference of one is never lost;
+integer values beyond 2**53 are reported rounded to float64 in the worst-k list. Bool outputs are
+compared as 0/1 exactly.
+
+A numpy array on the other side is moved to the tensor's device one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import InputError
+from ..metrics import finish
+from ..results import OutputComparison, Tolerance
+from ._device import COUNT_STATS, MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, plan, raw_stats
+
+__all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
+
+name = "torch"
+
+CHUNK_CPU = 1 << 18  # 256 Ki elements: float64 temporaries of 2 MiB, cache-friendly on the host
+CHUNK_DEVICE = 1 << 22  # 4 Mi elements: ~15 float64 temporaries stay well under 1 GiB
+
+_ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def is_array(obj: Any) -> bool:
+    return isinstance(obj, _torch().Tensor)
+
+
+def dtype_name(dtype: Any) -> str:
+    text = str(dtype).removeprefix("torch.")
+    return "bool" if text == "bool" else text
+
+
+def describe(obj: Any) -> tuple[tuple[int, ...], str, str]:
+    return tuple(int(s) for s in obj.shape), dtype_name(obj.dtype), str(obj.device)
+
+
+def synchronize(obj: Any) -> None:
+    torch = _torch()
+    if isinstance(obj, torch.Tensor) and obj.device.type == "cuda":
+        torch.cuda.synchronize(obj.device)
+
+
+def to_numpy(obj: Any) -> Any:
+    """Copy a tensor to numpy (bfloat16 and float8 through ml_dtypes)."""
+    torch = _torch()
+    import numpy as np
+
+    t = obj.detach()
+    name_ = dtype_name(t.dtype)
+    if name_ in _ML_DTYPES_NAMES:
+        import ml_dtypes
+
+        bits = torch.int16 if name_ == "bfloat16" else torch.uint8
+        return t.view(bits).cpu().numpy().view(getattr(ml_dtypes, name_))
+    return np.asarray(t.cpu().numpy())
+
+
+def _torch_dtype(name_: str) -> Any:
+    torch = _torch()
+    return torch.bool if name_ == "bool" else getattr(torch, name_)
+
+
+class _Side:
+    """One side of the comparison, read chunk by chunk on the comparison device."""
+
+    def __init__(self, obj: Any, device: Any, path: str):
+        torch = _torch()
+        self.device = device
+        self.tensor = None
+        self.flat = None
+        self.np_flat = None
+        self.np_array = None
+        if isinstance(obj, torch.Tensor):
+            if obj.layout != torch.strided:
+                raise InputError(f"{obj.layout} tensors are not supported", where=path or None)
+            t = obj.detach()
+            self.shape, self.dtype = tuple(t.shape), dtype_name(t.dtype)
+            if t.is_contiguous():
+                self.flat = t.reshape(-1)  # a view
+            else:
+                self.tensor = t
+        else:
+            import numpy as np
+
+            arr = obj if isinstance(obj, np.ndarray) else np.asarray(obj)
+            self.shape, self.dtype = tuple(arr.shape), arr.dtype.name
+            if self.dtype == "bool_":
+                self.dtype = "bool"
+            if arr.flags.c_contiguous:
+                self.np_flat = arr.reshape(-1)
+            else:
+                self.np_array = arr
+
+    def chunk(self, start: int, stop: int) -> Any:
+        torch = _torch()
+        if self.flat is not None:
+            part = self.flat[start:stop]
+            return part if part.device == self.device else part.to(self.device)
+        if self.tensor is not None:
+            # Non-contiguous: gather the chunk's elements in flat (C) order; bounded by the chunk.
+            idx = torch.arange(start, stop, device=self.tensor.device)
+            part = self.tensor[torch.unravel_index(idx, self.tensor.shape)]
+            return part if part.device == self.device else part.to(self.device)
+        part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        if self.dtype in _ML_DTYPES_NAMES:
+            bits = "int16" if self.dtype == "bfloat16" else "uint8"
+            view = torch.from_numpy(part.view(bits)).view(_torch_dtype(self.dtype))
+        else:
+            view = torch.from_numpy(part)
+        return view.to(self.device)
+
+
+def _device_of(actual: Any, expected: Any, path: str) -> Any:
+    torch = _torch()
+    devices = [x.device for x in (actual, expected) if isinstance(x, torch.Tensor)]
+    accelerators = {d for d in devices if d.type != "cpu"}
+    if len(accelerators) > 1:
+        a, e = (str(getattr(x, "device", "host")) for x in (actual, expected))
+        raise InputError(f"tensors on different devices: actual {a}, expected {e}", where=path or None)
+    return accelerators.pop() if accelerators else torch.device("cpu")
+
+
+def _ordered(raw: Any, ulp_name: str) -> Any:
+    """Map floats (rounded to the ULP dtype) to int64 integers ordered like the floats.
+
+    Sign-magnitude bits become two's complement: -x maps to -bits(x), so +0 and -0 coincide and
+    adjacent floats are one apart.
+    """
+    torch = _torch()
+    nbits = ULP_INT_BITS[ulp_name]
+    int_t = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[nbits]
+    bits = raw.to(_torch_dtype(ulp_name)).view(int_t).to(torch.int64)
+    magnitude = bits & ((1 << (nbits - 1)) - 1)
+    return torch.where(bits < 0, -magnitude, magnitude)
+
+
+def _chunk_stats(
+    a_raw: Any, e_raw: Any, p: Any, tol: Tolerance, acc: Any, k: int, branch_free: bool
+) -> tuple:
+    """Partial statistics of one chunk (a vector in STATS order) and its k worst candidates.
+
+    ``branch_free`` (accelerators): no data-dependent branch, so nothing waits for the device.
+    On the host the non-finite bookkeeping is skipped for chunks where every difference is
+    finite, which is exact (a NaN or an infinity on either side makes the difference non-finite).
+    """
+    torch = _torch()
+    inf = math.inf
+    a = a_raw.to(acc)
+    e = e_raw.to(acc)
+    n = a.numel()
+    zero = torch.zeros((), dtype=acc, device=a.device)
+    d = a - e
+    nonfinite = None
+    if p.kind == "float" and (branch_free or not bool(torch.isfinite(d).all())):
+        nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+        inf_a, inf_e = torch.isinf(a), torch.isinf(e)
+        nan_any = nan_a | nan_e
+        nonfinite = nan_any | inf_a | inf_e
+        nan_both = nan_a & nan_e
+        nan_one = nan_a ^ nan_e
+        inf_mismatch = (inf_a | inf_e) & ~nan_any & (a != e)
+        nf_mismatch = nan_one | inf_mismatch
+        if not tol.equal_nan:
+            nf_mismatch = nf_mismatch | nan_both
+        a = a.masked_fill(nonfinite, 0.0)
+        e = e.masked_fill(nonfinite, 0.0)
+        d = a - e
+        n_finite = n - nonfinite.sum()
+        nonfinite_counts = [
+            nan_a.sum(),
+            nan_e.sum(),
+            nan_both.sum(),
+            nan_one.sum(),
+            inf_a.sum(),
+            inf_e.sum(),
+            inf_mismatch.sum(),
+        ]
+    else:
+        n_finite = torch.full((), n, dtype=acc, device=a.device)
+        nonfinite_counts = [zero] * 7
+    diff = d.abs_()
+    if p.compared_as in ("int64", "uint64"):
+        # float64 cannot tell 2**53 from 2**53 + 1: the exact inequality keeps a difference of one.
+        ne = a_raw.to(torch.int64) != e_raw.to(torch.int64)
+        diff = torch.where(ne, diff.clamp_min(1.0), 0.0)
+    abs_e = e.abs()
+    # slack = |a-e| - rtol|e|: its maximum is atol_needed, and excess = slack - atol.
+    slack = diff - tol.rtol * abs_e if tol.rtol else diff
+    max_slack = slack.max()
+    rel = (diff / (abs_e + tol.rel_eps)).max()
+    rel_sym = (diff / (torch.maximum(a.abs(), abs_e) + tol.rel_eps)).max()
+    # (|a-e| - atol)^+ / |e|: x/0 is inf for a difference past atol at |e| = 0, and 0/0 means 0.
+    rtol_need = ((diff - tol.atol).clamp_min_(0.0) / abs_e).nan_to_num_(nan=0.0, posinf=inf).max()
+    sums = [diff.sum(), torch.dot(a, e), torch.dot(a, a), torch.dot(e, e)]
+    if nonfinite is not None:
+        rank = slack.masked_fill(nonfinite, -inf)
+        max_excess = rank.max() - tol.atol
+        rank = rank.masked_fill(nf_mismatch, inf)
+    else:
+        rank = slack
+        max_excess = max_slack - tol.atol
+    if p.ulp_dtype is not None and p.kind == "float":
+        ulp = (_ordered(a_raw, p.ulp_dtype).to(acc) - _ordered(e_raw, p.ulp_dtype).to(acc)).abs_()
+        if nonfinite is not None:
+            ulp = ulp.masked_fill(nonfinite, 0)
+        ulp_max = ulp.max()
+        ulp_nonzero = (ulp > 0).sum()
+        ulp_over = (ulp > tol.max_ulp).sum() if tol.max_ulp is not None else zero
+    else:
+        ulp_max = ulp_nonzero = ulp_over = zero
+    maxes = [diff.max(), rel, rel_sym, max_excess, max_slack.clamp_min(0.0), rtol_need, ulp_max]
+    counts = [n_finite, (slack > tol.atol).sum(), ulp_nonzero, ulp_over, *nonfinite_counts]
+    vector = torch.stack([x.to(acc) for x in sums + maxes + counts])
+    if k:
+        top_rank, top_idx = torch.topk(rank, min(k, n))
+        candidates = (top_rank, top_idx, a_raw[top_idx].to(acc), e_raw[top_idx].to(acc))
+    else:
+        candidates = None
+    return vector, candidates
+
+
+def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
+    """Compare a torch tensor with a torch tensor or a numpy array on the tensor's device."""
+    torch = _torch()
+    device = _device_of(actual, expected, path)
+    side_a, side_e = _Side(actual, device, path), _Side(expected, device, path)
+    p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
+    stats_vec, worst = _reduce(side_a, side_e, p, tolerance, device)
+    stats = raw_stats(p, *_split(stats_vec, worst), tolerance)
+    return finish(
+        stats,
+        path=path,
+        tolerance=tolerance,
+        shape=p.shape,
+        dtype_actual=p.dtype_actual,
+        dtype_expected=p.dtype_expected,
+        compared_as=p.compared_as,
+        promotion=p.promotion,
+        ulp_dtype=p.ulp_dtype,
+        backend=name,
+    )
+
+
+def _split(host: Any, k: int) -> tuple:
+    n = len(STATS)
+    rest = host[n:]
+    return host[:n], rest[:k], rest[k : 2 * k], rest[2 * k : 3 * k]
+
+
+def _reduce(side_a: _Side, side_e: _Side, p: Any, tol: Tolerance, device: Any) -> tuple:
+    """All chunks, then one transfer: returns (host float64 vector, number of worst candidates)."""
+    torch = _torch()
+    acc = torch.float32 if device.type == "mps" else torch.float64
+    if p.size == 0:
+        import numpy as np
+
+        vec = np.zeros(len(STATS))
+        vec[STATS.index("max_excess")] = -math.inf
+        return vec, 0
+    k = tol.worst_k
+    chunk = CHUNK_CPU if device.type == "cpu" else CHUNK_DEVICE
+    branch_free = device.type != "cpu"
+    nchunks = -(-p.size // chunk)
+    kc = min(k, chunk)
+    with torch.no_grad():
+        # Every result buffer is allocated before the first chunk: nothing allocated inside the
+        # loop outlives its chunk, so the host allocator reuses the same blocks chunk after chunk
+        # (small long-lived allocations between them would fragment the heap and grow it).
+        m = torch.empty((nchunks, len(STATS)), dtype=acc, device=device)
+        c_rank = torch.full((nchunks, kc), -math.inf, dtype=acc, device=device)
+        c_idx = torch.zeros((nchunks, kc), dtype=torch.int64, device=device)
+        c_a = torch.zeros((nchunks, kc), dtype=acc, device=device)
+        c_e = torch.zeros((nchunks, kc), dtype=acc, device=device)
+        for i, start in enumerate(range(0, p.size, chunk)):
+            stop = min(start + chunk, p.size)
+            vector, cand = _chunk_stats(
+                side_a.chunk(start, stop), side_e.chunk(start, stop), p, tol, acc, k, branch_free
+            )
+            m[i] = vector
+            if cand is not None:
+                rank, idx, va, ve = cand
+                j = rank.numel()
+                c_rank[i, :j] = rank
+                c_idx[i, :j] = idx + start
+                c_a[i, :j] = va
+                c_e[i, :j] = ve
+            del vector, cand
+        ns, nm = len(SUM_STATS), len(MAX_STATS)
+        reduced = torch.cat([m[:, :ns].sum(0), m[:, ns : ns + nm].amax(0), m[:, ns + nm :].sum(0)])
+        parts = [reduced]
+        kk = 0
+        if k:
+            kk = min(k, p.size)
+            _, best = torch.topk(c_rank.reshape(-1), kk)
+            parts += [c_idx.reshape(-1)[best].to(acc), c_a.reshape(-1)[best], c_e.reshape(-1)[best]]
+        # The single device-to-host transfer (and the single synchronization) of the comparison.
+        host = torch.cat(parts).to(torch.float64).cpu().numpy()
+    assert len(COUNT_STATS) + ns + nm == len(STATS)
+    return host, kk

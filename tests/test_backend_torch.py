@@ -1,0 +1,206 @@
+"""The torch backend: agreement with a plain numpy reference, failures, and no host copies."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from backend_reference import cases, check, reference, run_isolated
+from paritygate.backends import get_backend
+from paritygate.backends import torch as torch_backend
+from paritygate.errors import InputError
+from paritygate.results import Tolerance
+
+CASES = cases()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Chunks are cache-sized; one intra-op thread avoids oversubscription beside other jobs.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def to_torch(x: np.ndarray) -> torch.Tensor:
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(x.copy())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_agrees_with_reference(case):
+    name, a, e, tol = case
+    result = torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, name)
+    check(result, reference(a, e, tol))
+    assert result.backend == "torch"
+    assert result.dtype_actual == a.dtype.name and result.dtype_expected == e.dtype.name
+    assert result.shape == a.shape
+
+
+@pytest.mark.parametrize("case", CASES[:8:3] + CASES[-6:], ids=lambda c: c[0])
+def test_numpy_on_the_other_side(case):
+    name, a, e, tol = case
+    result = torch_backend.compare_arrays(to_torch(a), e, tol, name)
+    check(result, reference(a, e, tol))
+    result = torch_backend.compare_arrays(a, to_torch(e), tol, name)
+    check(result, reference(a, e, tol))
+
+
+def test_many_chunks_worst_across_chunks(monkeypatch):
+    monkeypatch.setattr(torch_backend, "CHUNK_CPU", 1000)  # 38 chunks, a short last one
+    for name, a, e, tol in CASES:
+        if name in ("float32-planted", "nonfinite", "uint8", "bool"):
+            check(torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, name), reference(a, e, tol))
+
+
+def test_non_contiguous_tensors():
+    name, a, e, tol = next(c for c in CASES if c[0] == "float32-planted")
+    at, et = to_torch(a).T, to_torch(e).T  # strided views, not copies
+    assert not at.is_contiguous()
+    check(torch_backend.compare_arrays(at, et, tol, name), reference(a.T, e.T, tol))
+
+
+def test_pass_and_fail_with_the_right_failures():
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.standard_normal((64, 64)).astype(np.float32))
+    same = torch_backend.compare_arrays(x, x.clone(), Tolerance(max_ulp=0, min_cosine=1 - 1e-12), "y")
+    assert same.passed and same.mismatches == 0 and same.ulp_max == 0 and same.max_abs == 0
+    assert same.cosine == pytest.approx(1.0, abs=1e-15)
+    assert not same.failures and same.worst and same.worst[0].excess == 0.0
+
+    y = x.clone()
+    y[3, 5] += 0.5
+    y[60, 1] = float("nan")
+    result = torch_backend.compare_arrays(y, x, Tolerance(atol=1e-3, max_ulp=8), "y")
+    assert not result.passed
+    assert {f.metric for f in result.failures} == {"elements", "nan", "ulp"}
+    assert result.mismatches == 2
+    assert result.worst[0].index == (60, 1) and result.worst[0].excess == math.inf
+    assert result.worst[1].index == (3, 5)
+    assert result.worst[1].abs_diff == pytest.approx(0.5, rel=1e-6)
+
+    # uint8 never wraps: 0 vs 255 is 255 apart
+    u = torch_backend.compare_arrays(
+        torch.tensor([0, 7], dtype=torch.uint8), torch.tensor([255, 7], dtype=torch.uint8), Tolerance(atol=254), "u"
+    )
+    assert not u.passed and u.max_abs == 255 and u.mismatches == 1 and u.atol_needed == 255
+
+
+def test_empty_and_bad_input():
+    empty = torch.zeros((0, 3))
+    result = torch_backend.compare_arrays(empty, empty.clone(), Tolerance(min_cosine=0.9), "e")
+    assert result.passed and result.size == 0
+    with pytest.raises(InputError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
+        torch_backend.compare_arrays(torch.zeros((2, 3)), torch.zeros((3, 2)), Tolerance(), "o")
+    with pytest.raises(InputError, match="complex"):
+        torch_backend.compare_arrays(torch.zeros(2, dtype=torch.complex64), torch.zeros(2), Tolerance(), "c")
+
+
+def test_registry_and_describe():
+    t = torch.zeros((2, 3), dtype=torch.bfloat16)
+    assert get_backend(t) is torch_backend
+    assert get_backend(np.zeros(2)) is None
+    assert torch_backend.describe(t) == ((2, 3), "bfloat16", "cpu")
+    back = torch_backend.to_numpy(t)
+    assert back.dtype.name == "bfloat16" and back.shape == (2, 3)
+
+
+def test_cosine_of_x_with_itself_is_one_within_1e_12():
+    # 64 Mi float32 elements of magnitude 1e3 (the accuracy bound of the metric definitions)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(1 << 26, generator=g) * 2e3 - 1e3
+    result = torch_backend.compare_arrays(x, x, Tolerance(min_cosine=1.0 - 1e-12), "x")
+    assert abs(result.cosine - 1.0) <= 1e-12 and result.passed
+    y = x[: 1 << 20] + 1.0
+    small = torch_backend.compare_arrays(x[: 1 << 20], y, Tolerance(), "x")
+    xs, ys = x[: 1 << 20].double().numpy(), y.double().numpy()
+    assert small.cosine == pytest.approx(float(xs @ ys) / math.sqrt(float(xs @ xs) * float(ys @ ys)), abs=1e-14)
+
+
+LIMIT = 256  # the statistics vector and 3 x worst_k candidates, far below one chunk
+
+
+def test_interception_no_host_copies_and_one_transfer(monkeypatch):
+    """.cpu(), .numpy(), __array__ and __dlpack__ raise above LIMIT elements; the comparison runs."""
+    calls = []
+
+    def guard(method_name):
+        original = getattr(torch.Tensor, method_name)
+
+        def guarded(self, *args, **kwargs):
+            if self.numel() > LIMIT:
+                raise AssertionError(f"{method_name} on {self.numel()} elements")
+            calls.append(method_name)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, method_name, guarded)
+
+    for method_name in ("cpu", "numpy", "__array__", "__dlpack__"):
+        guard(method_name)
+    n = 1 << 22
+    x = torch.randn(n)
+    y = x.clone()
+    y[123_456] += 1.0
+    y[4_000_000] = float("inf")
+    with pytest.raises(AssertionError, match="numpy on"):
+        x.numpy()  # the guard is live
+    calls.clear()
+    result = torch_backend.compare_arrays(x, y, Tolerance(atol=1e-6, max_ulp=1), "guarded")
+    assert not result.passed and result.mismatches == 2
+    assert [w.index for w in result.worst[:2]] == [(4_000_000,), (123_456,)]
+    assert calls == ["cpu", "numpy"]  # one transfer of the small result vector
+
+
+def test_host_memory_two_1gib_tensors():
+    """Comparing two 1 GiB tensors (failing everywhere) adds at most 64 MiB of host memory."""
+    values = run_isolated(
+        """
+        import resource, torch
+        from paritygate.backends import torch as tb
+        from paritygate.results import Tolerance
+        torch.set_num_threads(1)
+        n = (1 << 30) // 8  # 1 GiB of float64 each
+        a = torch.randn(n, dtype=torch.float64)
+        b = a + 1e-3  # every element differs
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        r = tb.compare_arrays(a, b, Tolerance(max_ulp=0), "big")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("extra_mib=", (peak - base) / 1024)
+        print("mismatches=", r.mismatches)
+        print("worst=", len(r.worst))
+        """
+    )
+    assert values["mismatches"] == (1 << 30) // 8 and values["worst"] == 10
+    assert values["extra_mib"] <= 64, values
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
+def test_cuda_agrees_with_reference_and_stays_on_device(monkeypatch):
+    for name, a, e, tol in CASES:
+        result = torch_backend.compare_arrays(to_torch(a).cuda(), to_torch(e).cuda(), tol, name)
+        check(result, reference(a, e, tol))
+        assert result.backend == "torch"
+    # numpy on the other side moves to the device chunk by chunk
+    name, a, e, tol = next(c for c in CASES if c[0] == "nonfinite")
+    check(torch_backend.compare_arrays(to_torch(a).cuda(), e, tol, name), reference(a, e, tol))
+    # bounded device memory: two 1 GiB bf16 tensors, at most 1 GiB extra
+    n = 1 << 29
+    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = x + 1
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = torch_backend.compare_arrays(x, y, Tolerance(), "big")
+    extra = torch.cuda.max_memory_allocated() - before
+    assert not result.passed and result.mismatches == n
+    assert extra <= 1 << 30, extra
