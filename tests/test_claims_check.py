@@ -331,22 +331,49 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "README.md:3: claim boxes.edge_px: the gate's bound 30 px" in capsys.readouterr().out
 
 
-def test_box_port_example_gate_at_30px_against_a_readme_publishing_2px(tmp_path):
-    # The seed-002 incident on the box-port example: the same claim, its bound raised to 30 px.
+def test_box_port_example_readme_against_its_2px_and_30px_specs():
+    # The seed-002 incident on the box-port example, as shipped: the README publishes 2 px; the
+    # strict spec agrees, the 30 px spec is caught.
     example = Path(__file__).resolve().parent.parent / "examples" / "box_port"
-    strict = (example / "parity.toml").read_text()
-    loose = strict.replace("\nbound = 2\n", "\nbound = 30\n")
-    assert loose != strict
-    (tmp_path / "README.md").write_text(
-        "# Panel detector port\n\nEvery edge of both panels is within ≤ 2 px <!-- claim: edge-2px -->"
-        " of the Python reference.\n"
-    )
-    (tmp_path / "parity.toml").write_text(strict)
-    assert check_claims([tmp_path / "README.md"], tmp_path / "parity.toml").passed
-    (tmp_path / "parity.toml").write_text(loose)
-    [problem] = check_claims([tmp_path / "README.md"], tmp_path / "parity.toml").problems
-    line = next(n for n, text in enumerate(loose.splitlines(), 1) if text == "[claims.edge-2px]")
-    assert str(problem) == (
-        f"README.md:3: claim edge-2px: the gate's bound 30 px (parity.toml:{line}) is looser than the "
-        "published '≤ 2 px' (2): the gate does not enforce the number the doc publishes"
-    )
+    readme = example / "README.md"
+    strict = check_claims([readme], example / "parity.toml")
+    assert strict.problems == [] and any(m.kind == "claim" for m in strict.markers)
+    loose = check_claims([readme], example / "parity-30px.toml")
+    assert len(loose.problems) == 1
+    text = str(loose.problems[0])
+    assert re.match(r".*README\.md:\d+: claim panel-edges: the gate's bound 30 px "
+                    r"\(.*parity-30px\.toml:\d+\) is looser than the published '≤ 2 px' \(2\)", text)
+
+
+def test_published_range_is_the_activity_band(tmp_path):
+    claims = _claims() + """
+[claims.cache-quality]
+outputs = ["prob"]
+metric = "cosine"
+bound = 0.97
+oracle = "approximation"
+status = "provisional"
+activity = { counter = "skipped_steps", min = 5, max = 7 }
+"""
+    text = README + "The cache skips 5–7 steps <!-- claim: cache-quality --> per image.\n"
+    spec, readme = _project(tmp_path, spec_claims=claims, readme=text)
+    assert check_claims([readme], spec).problems == []
+    (tmp_path / "README.md").write_text(text.replace("5–7 steps", "5-6 steps"))
+    [problem] = check_claims([readme], spec).problems
+    assert str(problem).startswith("README.md:13: claim cache-quality: the gate's activity band of skipped_steps 5–7")
+    assert "is wider than the published '5-6 steps'" in str(problem)
+    # a range tied to a claim without a band
+    (tmp_path / "README.md").write_text(README + "within 1–2 px <!-- claim: boxes.edge_px -->\n")
+    [problem] = check_claims([readme], spec).problems
+    assert "published range '1–2 px' has nothing to tie to: the claim has no activity band" in str(problem)
+
+
+def test_spec_in_pyproject(tmp_path):
+    spec, readme = _project(tmp_path, spec_claims=_claims(edge_bound=30))
+    body = spec.read_text()
+    body = re.sub(r"^\[(?!\[)", "[tool.paritygate.", body, flags=re.M)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "port"\n\n[tool.paritygate]\n' + body)
+    spec.unlink()
+    [problem] = check_claims([readme], pyproject).problems
+    assert "the gate's bound 30 px (pyproject.toml:" in str(problem)

@@ -244,6 +244,8 @@ class SpecClaim:
     basis: dict[str, Any]
     published: tuple[str, ...]
     line: int | None = None  # the line of its [claims.<id>] table in the spec
+    activity: tuple[float, float] | None = None  # the activity band (min, max), if any
+    activity_counter: str = ""
 
 
 def _directions() -> dict[str, str]:
@@ -306,6 +308,13 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
         if isinstance(published, str):
             published = (published,)
         basis = value.get("basis", {})
+        activity = value.get("activity")
+        band = None
+        if isinstance(activity, dict) and all(
+            isinstance(activity.get(k), (int, float)) and not isinstance(activity.get(k), bool)
+            for k in ("min", "max")
+        ):
+            band = (float(activity["min"]), float(activity["max"]))
         claims[claim_id] = SpecClaim(
             id=claim_id,
             bound=float(bound) if bound is not None else None,
@@ -316,6 +325,8 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
             basis=basis if isinstance(basis, dict) else {"": basis},
             published=tuple(str(p) for p in published if isinstance(p, str)),
             line=lines.get(claim_id),
+            activity=band,
+            activity_counter=str(activity.get("counter", "")) if isinstance(activity, dict) else "",
         )
     problems: list[str] = []
     from .spec import load_spec
@@ -395,12 +406,10 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
     assert number is not None
     where = marker.where
     problems: list[Problem] = []
+    if number.high is not None:
+        return _check_activity(marker, claim, spec_where)
     if claim.bound is None:
         return [Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")]
-    if number.high is not None:
-        return [Problem(where, claim.id,
-                        f"published range {number.text!r} cannot be tied to the single bound "
-                        f"{_with_unit(claim.bound, claim.unit)} of the spec ({spec_where})")]
     published = number.value
     if number.percent and _canonical_unit(claim.unit) != "%":
         published = number.value / 100.0  # 2 % of a fraction-valued metric is 0.02
@@ -436,6 +445,30 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
                                     f"bound {_with_unit(claim.bound, unit)} ({spec_where}): publish the number "
                                     "the gate enforces"))
     return problems
+
+
+def _check_activity(marker: Marker, claim: SpecClaim, spec_where: str) -> list[Problem]:
+    """A published range ("5–7 skipped steps") is the claim's activity band."""
+    number = marker.number
+    assert number is not None and number.high is not None
+    if claim.activity is None:
+        return [Problem(marker.where, claim.id,
+                        f"published range {number.text!r} has nothing to tie to: the claim has no "
+                        f"activity band in the spec ({spec_where}), only the single bound "
+                        f"{_with_unit(claim.bound, claim.unit)}")]
+    low, high = claim.activity
+    if _same(low, number.value) and _same(high, number.high):
+        return []
+    looser = (low < number.value and high >= number.high) or (low <= number.value and high > number.high)
+    band = f"{_num(low)}–{_num(high)}"
+    counter = f" of {claim.activity_counter}" if claim.activity_counter else ""
+    if looser:
+        return [Problem(marker.where, claim.id,
+                        f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
+                        f"published {number.text!r}: the gate does not enforce the number the doc publishes")]
+    return [Problem(marker.where, claim.id,
+                    f"published {number.text!r} differs from the gate's activity band{counter} {band} "
+                    f"({spec_where}): publish the number the gate enforces")]
 
 
 def _pointer(data: Any, pointer: str, where: str) -> Any:
