@@ -310,3 +310,77 @@ def test_example_readme_publishes_the_number_the_gate_enforces(capsys):
     assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity-30px.toml")]) == 1
     captured = capsys.readouterr()
     assert "looser than the published" in captured.out + captured.err
+
+
+IMAGE_MODEL = '''
+import numpy as np
+from scipy import ndimage
+
+
+def render(inputs):
+    x = inputs["x"]
+    return {"image": ndimage.gaussian_filter(np.outer(np.sin(x), np.cos(x)), 1.0)}
+
+
+def render_uint8(inputs):
+    image = render(inputs)["image"]
+    return {"image_nhwc": (np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)[None, :, :, None]}
+
+
+def render_swapped_axes(inputs):
+    return {"image": render(inputs)["image"].T}
+'''
+
+IMAGE_SPEC = """
+format_version = 1
+outputs = ["image"]
+
+[cases.a]
+path = "cases/a.npz"
+sha256 = "{sha:a}"
+
+[runners.reference]
+role = "reference"
+callable = "render:render"
+pass = "inputs"
+
+[runners.cand]
+role = "candidate"
+callable = "render:render_uint8"
+pass = "inputs"
+cast = "reference"
+
+[runners.cand.map.image]
+from = "image_nhwc"
+slice = "0, :, :, 0"
+"""
+
+
+def test_output_scope_ssim_with_mapping_and_cast_policy(tmp_path):
+    spec_text = IMAGE_SPEC + """
+[claims.look]
+outputs = ["image"]
+metric = "ssim"
+bound = 0.95
+oracle = "approximation"
+status = "provisional"
+params = { data_range = 2.0 }
+"""
+    cases = {"a": {"x": np.linspace(0, 6, 48)}}
+    # The mapping slices the candidate's NHWC output to HW and the cast policy casts it to the
+    # reference's float64; the candidate's bug is that it returns pixels in 0..255, not [-1, 1].
+    path = _tiny(tmp_path, spec_text, modules={"render.py": IMAGE_MODEL}, cases=cases)
+    result = run_gate(load_spec(path))
+    (verdict,) = result.verdicts
+    assert not verdict.passed and verdict.evidence["image"]["ssim"] < 0.95
+    # the candidate fixed to return the same range: passes within quantization noise
+    (tmp_path / "render.py").write_text(IMAGE_MODEL.replace(
+        "(np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)",
+        "((np.clip(image, -1, 1) * 127.5).round() / 127.5)"))
+    (verdict,) = run_gate(load_spec(path)).verdicts
+    assert verdict.passed and 0.95 <= verdict.observed < 1.0
+    # a candidate with swapped axes fails the same claim
+    path.write_text(path.read_text().replace('callable = "render:render_uint8"', 'callable = "render:render_swapped_axes"')
+                    .replace('\n[runners.cand.map.image]\nfrom = "image_nhwc"\nslice = "0, :, :, 0"\n', "\n"))
+    (verdict,) = run_gate(load_spec(path)).verdicts
+    assert not verdict.passed and verdict.failures[0].metric == "ssim" and verdict.failures[0].where == "image"

@@ -182,3 +182,19 @@ def test_missing_reference_says_how_to_record(tiny):
     with pytest.raises(DriftError) as info:
         load_reference(tiny)
     assert "no reference recorded" in info.value.one_line() and "paritygate record" in info.value.one_line()
+
+
+def test_record_command_prints_the_diff_before_replacing(tmp_path, capsys):
+    from paritygate.cli import main
+
+    path = make_project(tmp_path)
+    assert main(["record", str(path)]) == 0
+    assert "recorded 2 cases of runner reference" in capsys.readouterr().out
+    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('"logits": logits}', '"logits": logits * 2}', 1))
+    assert main(["record", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "difference against the previous reference" in out and "case b: output logits" in out
+    assert "nothing written" in out
+    assert main(["record", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("difference against the previous reference") < out.index("re-recorded 2 cases")

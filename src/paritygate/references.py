@@ -260,8 +260,6 @@ def _lock(folder: Path) -> Iterator[None]:
 
 
 def _check_before_record(spec: Spec) -> None:
-    from .results import DriftItem  # noqa: F401  (documented shape of the items listed below)
-
     problems = []
     for case in spec.cases.values():
         if not case.path.is_file():
