@@ -186,3 +186,8 @@ def test_update_claim_keeps_comments_and_refuses_invalid_edits(tmp_path):
         update_claim(path, "nope", bound=1)
     assert path.read_text() == before
     assert tomllib.loads(before)["claims"]["y-close"]["bound"] == 2e-6
+
+
+def test_command_only_keys_are_refused_on_in_process_runners(tmp_path):
+    text = _error(tmp_path, TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 5'))
+    assert "runners.cand.timeout" in text and "only meaningful for command runners" in text

@@ -455,7 +455,7 @@ class _Validator:
             raise self.error(key, "expected callable = 'module:function', factory = ..., or command = [...]")
         kind = "python" if has_python else "subprocess"
         python_only = ("options", "pass")
-        command_only = ("format", "env", "cwd")
+        command_only = ("format", "env", "cwd", "timeout")  # an in-process call cannot be killed
         for k in python_only if kind == "subprocess" else command_only:
             if k in data:
                 raise self.error(f"{key}.{k}", f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners")
