@@ -150,6 +150,8 @@ def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...
     for error in result.errors:
         console.print("[red]ERROR[/] ", end="")
         console.print(error, markup=False)
+    for line in result.provenance.get("unpinned_differences", []):
+        console.print(f"[dim]info: {line}[/]")
     for item in result.not_evaluated:
         console.print(f"[yellow]not evaluated[/] {item.claim_id}: {item.reason}", markup=True)
     console.print(f"reports: {paths['markdown'].parent}")
