@@ -42,6 +42,7 @@ __all__ = [
     "SideSamples",
     "BenchResult",
     "run_bench",
+    "time_side",
     "amdahl_bound",
     "min_samples_for",
     "percentile",
@@ -333,6 +334,40 @@ def run_bench(
         provenance=prov,
         output_check=checked,
     )
+
+
+def time_side(
+    fn: Callable[[Iteration], Any],
+    *,
+    name: str,
+    iterations: int,
+    warmup: int = 5,
+    sync: Callable[[Any], None] | None = None,
+    check_output: Callable[[Any], Any] | None = None,
+) -> SideSamples:
+    """Time one side alone (a latency claim): cold call apart, warm-up uncounted, raw samples kept.
+
+    ``check_output`` runs on the first warm iteration's output; a falsy result aborts.
+    """
+    if iterations < 1 or warmup < 0:
+        raise InputError("iterations must be >= 1 and warmup >= 0")
+    sync = sync or _default_sync
+    cold, _, _ = _timed(fn, sync)
+    side = SideSamples(name=name, cold_s=cold)
+    for _ in range(warmup):
+        _timed(fn, sync)
+    for i in range(iterations):
+        elapsed, stages, out = _timed(fn, sync)
+        side.end_to_end_s.append(elapsed)
+        for stage, value in stages.items():
+            side.stages_s.setdefault(stage, []).append(value)
+        if i == 0 and check_output is not None and not check_output(out):
+            raise UserError(
+                f"{name}: the output while timing differs from the output that was checked",
+                hint="the code timed must be the code gated",
+            )
+    side.block_medians_s.append(statistics.median(side.end_to_end_s))
+    return side
 
 
 def check_comparable(a: dict[str, Any], b: dict[str, Any], keys=CHECKED_PROVENANCE_KEYS) -> None:

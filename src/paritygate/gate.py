@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .drift import runners_that_run, verify
-from .errors import InputError, SpecError
+from .errors import InputError, SpecError, UserError
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
 from .runners import RunFailure, make_runner
@@ -340,23 +340,79 @@ def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual:
     )
 
 
-def _speed(claim: Claim, candidate: str, seconds: dict[str, float]) -> ClaimVerdict:
-    import numpy as np
+_SPEED_QUANTILES = {"p50_ms": 0.5, "p90_ms": 0.9, "p95_ms": 0.95}
 
-    values = [s * 1000.0 for s in seconds.values()]
-    q = 50 if claim.metric == "p50_ms" else 90
-    observed = float(np.percentile(values, q)) if values else None
-    failures = []
-    if observed is None:
-        failures.append(Failure(claim.metric, claim.bound, None, detail="no timed runs"))
-    elif not claim.holds(observed):
-        failures.append(Failure(claim.metric, claim.bound, observed, _excess(claim, observed), where=f"over {len(values)} runs"))
-    return ClaimVerdict(
-        claim_id=claim.id, candidate=candidate, case=None, passed=not failures, oracle=claim.oracle,
-        metric=claim.metric, bound=claim.bound, unit=claim.unit or "ms", observed=observed,
-        excess=None if observed is None or claim.holds(observed) else _excess(claim, observed),
-        failures=failures, evidence={"samples_ms": values},
-    )
+
+def _speed(spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs: "_Runs") -> ClaimVerdict:
+    """A speed claim, measured as an experiment (paritygate.bench), never from gate wall times.
+
+    Latency claims (p50/p90/p95) time the candidate alone: cold call apart, warm-up uncounted, at
+    least as many samples as the percentile needs. ``speedup`` runs the reference live and the
+    candidate in interleaved blocks and holds only when the paired ratio clears the baseline's own
+    run-to-run variability *and* reaches the bound. In both, the output while timing must equal
+    the output the other claims were checked on: the code timed is the code gated.
+    """
+    from .bench import min_samples_for, percentile, run_bench, time_side
+    from .compare import compare
+
+    params = claim.params
+    case_name = params.get("case") or (case_names[0] if case_names else None)
+
+    def verdict(observed: Any, failures: list[Failure], evidence: dict[str, Any]) -> ClaimVerdict:
+        passed = not failures and claim.holds(observed)
+        if not failures and not passed:
+            failures = [Failure(claim.metric, claim.bound, observed, _excess(claim, observed), where=f"case {case_name}")]
+        return ClaimVerdict(
+            claim_id=claim.id, candidate=candidate, case=case_name, passed=passed, oracle=claim.oracle,
+            metric=claim.metric, bound=claim.bound, unit=claim.unit or ("x" if claim.metric == "speedup" else "ms"),
+            observed=observed, excess=None if passed or observed is None else _excess(claim, observed),
+            failures=failures, evidence=evidence,
+        )
+
+    if case_name not in spec.cases:
+        raise SpecError(f"speed claim {claim.id!r} times case {case_name!r}, which the spec does not have",
+                        where=str(spec.path))
+    gated = runs.outputs.get(candidate, {}).get(case_name)
+    if gated is None:
+        return verdict(None, [Failure("run", None, None, detail=f"runner {candidate} produced no checked outputs for case {case_name}")], {})
+
+    def same_as_gated(outputs: Any) -> bool:
+        return bool(compare(outputs, gated))
+
+    case = spec.cases[case_name]
+    blocks = int(params.get("blocks", 10))
+    block_size = int(params.get("block_size", 20))
+    warmup = int(params.get("warmup", 5))
+    cand = make_runner(spec.runners[candidate], spec)
+    ref = make_runner(spec.reference, spec) if claim.metric == "speedup" else None
+    try:
+        cand.activate()
+        if ref is not None:
+            ref.activate()
+        if ref is None:
+            q = _SPEED_QUANTILES[claim.metric]
+            side = time_side(lambda it: cand.run(case).outputs, name=candidate,
+                             iterations=max(blocks * block_size, min_samples_for(q)), warmup=warmup,
+                             sync=lambda _: None, check_output=same_as_gated)
+            observed = percentile(side.end_to_end_s, q) * 1000.0
+            return verdict(observed, [], {"samples_ms": [s * 1000.0 for s in side.end_to_end_s],
+                                          "cold_ms": side.cold_s * 1000.0, "warmup": warmup})
+        bench = run_bench(lambda it: ref.run(case).outputs, lambda it: cand.run(case).outputs,
+                          workload=f"{claim.id}:{case_name}", blocks=blocks, block_size=block_size, warmup=warmup,
+                          sync=lambda _: None, check_outputs=lambda _, out: same_as_gated(out))
+        failures = []
+        if not bench.improvement_counts:
+            failures.append(Failure("speedup", claim.bound, bench.speedup, where=f"case {case_name}",
+                                    detail=bench.verdict))
+        return verdict(bench.speedup, failures, bench.to_dict())
+    except RunFailure as exc:
+        return verdict(None, [Failure("run", None, None, detail=exc.describe())], {})
+    except UserError as exc:
+        return verdict(None, [Failure("speed", claim.bound, None, where=f"case {case_name}", detail=exc.one_line())], {})
+    finally:
+        cand.deactivate()
+        if ref is not None:
+            ref.deactivate()
 
 
 def _cross_adapter(candidate: str, adapter: str, case: str, primary: dict[str, Any], other: dict[str, Any]) -> ClaimVerdict:
@@ -517,7 +573,7 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
         for candidate in claim.candidates:
             produced = runs.outputs.get(candidate, {})
             if claim.scope == "speed":
-                result.verdicts.append(_speed(claim, candidate, runs.seconds.get(candidate, {})))
+                result.verdicts.append(_speed(spec, claim, candidate, case_names, runs))
                 continue
             if claim.scope == "dataset":
                 expected_all = {c: e for c in case_names if (e := expected_for(c)) is not None}

@@ -59,7 +59,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "agreement": ("dataset", "min"),
     "p50_ms": ("speed", "max"),
     "p90_ms": ("speed", "max"),
+    "p95_ms": ("speed", "max"),
+    "speedup": ("speed", "min"),  # reference time / candidate time, paired interleaved blocks
 }
+# Speed claims: which case is timed, and the experiment's shape (see paritygate.bench).
+_SPEED_PARAMS = {"case", "blocks", "block_size", "warmup"}
 SCOPES = ("element", "edge", "output", "dataset", "speed")
 ORACLES = ("drift", "no-op", "equivalence", "approximation")
 MODES = ("stored", "paired")
@@ -631,7 +635,8 @@ class _Validator:
                 )
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
         allowed_params = {"ece": {"bins", "label", "inputs"}, "accuracy": {"label"}, "ssim": {"data_range"},
-                          "psnr": {"data_range"}, "max_rel": {"rel_eps"}}.get(metric, set())
+                          "psnr": {"data_range"}, "max_rel": {"rel_eps"},
+                          **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")}}.get(metric, set())
         for p in params:
             if p not in allowed_params:
                 raise self.error(f"{key}.params.{p}", f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}")

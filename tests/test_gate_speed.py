@@ -1,0 +1,124 @@
+"""Speed claims in the gate are experiments (paritygate.bench), evaluated on their hardware class."""
+
+from __future__ import annotations
+
+from paritygate.gate import run_gate
+from paritygate.references import record
+from paritygate.spec import load_spec
+
+from spec_helpers import make_project
+
+SLEEPY_MODEL = '''
+import itertools
+import time
+
+import numpy as np
+
+W = np.random.default_rng(0).standard_normal((8, 4))
+_calls = itertools.count()
+
+
+def _model(case, seconds):
+    time.sleep(seconds)
+    return {"y": np.tanh(case.load()["x"] @ W)}
+
+
+def reference(case):
+    return _model(case, 0.012)
+
+
+def fast(case):
+    return _model(case, 0.003)
+
+
+def same_speed(case):
+    return _model(case, 0.012)
+
+
+def drifting(case):
+    # answers differently on every call: what it times is not what the gate checked
+    out = _model(case, 0.003)
+    out["y"] = out["y"] + next(_calls) * 1e-3
+    return out
+'''
+
+
+def _spec(candidate: str, metric: str, bound: float) -> str:
+    return f"""
+format_version = 1
+outputs = ["y"]
+
+[cases.a]
+path = "cases/a.npz"
+sha256 = "{{sha:a}}"
+
+[runners.reference]
+role = "reference"
+callable = "sleepy:reference"
+
+[runners.cand]
+role = "candidate"
+callable = "sleepy:{candidate}"
+
+[claims.y-close]
+outputs = ["y"]
+metric = "max_abs"
+bound = 0.5
+oracle = "equivalence"
+status = "provisional"
+
+[claims.fast]
+outputs = ["y"]
+metric = "{metric}"
+bound = {bound}
+oracle = "approximation"
+status = "provisional"
+hardware = "bench-box"
+params = {{ blocks = 4, block_size = 3, warmup = 1 }}
+
+[hardware.bench-box]
+system = "*"
+"""
+
+
+def _gate(tmp_path, candidate, metric, bound):
+    import numpy as np
+
+    path = make_project(tmp_path, _spec(candidate, metric, bound), modules={"sleepy.py": SLEEPY_MODEL},
+                        cases={"a": {"x": np.random.default_rng(1).standard_normal((3, 8))}})
+    record(load_spec(path))
+    result = run_gate(load_spec(path))
+    (speed,) = [v for v in result.verdicts if v.claim_id == "fast"]
+    return result, speed
+
+
+def test_speedup_claim_holds_for_a_real_speedup(tmp_path):
+    result, speed = _gate(tmp_path, "fast", "speedup", 1.5)
+    assert speed.passed and result.passed, speed.failures
+    assert speed.observed > 2.0
+    evidence = speed.evidence
+    assert evidence["format"] == "paritygate-bench-result"
+    assert len(evidence["pair_ratios"]) == 4  # one paired ratio per interleaved block pair
+    assert len(evidence["baseline"]["end_to_end_s"]) == 12  # raw samples kept
+
+
+def test_speedup_claim_fails_when_the_candidate_is_not_faster(tmp_path):
+    result, speed = _gate(tmp_path, "same_speed", "speedup", 1.3)
+    assert not speed.passed and not result.passed
+    assert speed.observed < 1.3
+    assert any("no measurable difference" in f.detail or f.metric == "speedup" for f in speed.failures)
+
+
+def test_latency_claim_needs_enough_samples_and_holds_or_fails_on_the_bound(tmp_path):
+    _, loose = _gate(tmp_path / "loose", "fast", "p50_ms", 100)
+    assert loose.passed and 2.5 < loose.observed < 100
+    assert len(loose.evidence["samples_ms"]) >= 20
+    _, tight = _gate(tmp_path / "tight", "fast", "p50_ms", 1)
+    assert not tight.passed
+    assert tight.failures[0].metric == "p50_ms" and tight.failures[0].excess > 1.5
+
+
+def test_the_code_timed_must_be_the_code_gated(tmp_path):
+    _, speed = _gate(tmp_path, "drifting", "speedup", 1.5)
+    assert not speed.passed
+    assert "differs from baseline" in speed.failures[0].detail
