@@ -37,10 +37,10 @@ def analyse(path: str | Path, threshold: float = 0.5, min_speech_duration_ms: in
 
 
 def gate_result(path: str | Path) -> dict:
+    """The parity gate's outputs: probabilities (float32), segments ((n, 2) int64 chunks) and
+    timestamps ((n, 2) int64 samples), with the post-processor's defaults."""
     rate, samples = read_wav(path)
-    out = gate_outputs(load().probabilities(samples, rate), rate, samples.size)
-    return {"probabilities": [float(p) for p in out["probabilities"]],
-            "segments": {k: [int(v) for v in seg] for k, seg in out["segments"].items()}}
+    return gate_outputs(load().probabilities(samples, rate), rate, samples.size)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-silence-ms", type=int, default=100)
     parser.add_argument("--speech-pad-ms", type=int, default=30)
     parser.add_argument("--gate-outputs", action="store_true",
-                        help="write the parity gate's outputs instead: probabilities and "
-                             "segments/<i> = [start chunk, end chunk]")
+                        help="write the parity gate's outputs instead, as safetensors: "
+                             "probabilities, segments ([start chunk, end chunk] rows) and "
+                             "timestamps ([start, end] sample rows)")
     args = parser.parse_args(argv)
     try:
         if args.gate_outputs:
@@ -65,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cli.py: {args.wav}: {exc}", file=sys.stderr)
         return 2
     tmp = Path(args.output).with_suffix(".tmp")
-    tmp.write_text(json.dumps(result) + "\n")
+    if args.gate_outputs:
+        from safetensors.numpy import save_file
+
+        save_file(result, str(tmp))
+    else:
+        tmp.write_text(json.dumps(result) + "\n")
     os.replace(tmp, args.output)
     return 0
 

@@ -154,18 +154,33 @@ def provenance() -> dict:
 # -- runner entry points of parity.toml: a case path in, named outputs out ----------------------
 
 def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
-    """Probabilities plus the unpadded segments in chunks, keyed by their index."""
+    """Probabilities, the unpadded segments in chunks and the padded timestamps in samples.
+
+    ``segments`` is an int64 (n, 2) array of [start chunk, end chunk] rows and ``timestamps`` an
+    int64 (n, 2) array of [start, end] samples from :func:`postprocess.get_speech_timestamps`
+    with its defaults (n may be 0: silence has no segment, which is an output too).
+    """
     import postprocess
 
     native, step = resolve_rate(rate)
+    length = -(-n_samples // step)
     segments = postprocess.speech_segments(probabilities, sampling_rate=native,
-                                           audio_length_samples=-(-n_samples // step))
+                                           audio_length_samples=length)
+    stamps = postprocess.get_speech_timestamps(probabilities, sampling_rate=native,
+                                               audio_length_samples=length, step=step)
     return {"probabilities": np.asarray(probabilities, dtype=np.float32),
-            "segments": {str(i): np.array([s.start.chunk, s.end.chunk], dtype=np.int64)
-                         for i, s in enumerate(segments)}}
+            "segments": np.array([[s.start.chunk, s.end.chunk] for s in segments],
+                                 dtype=np.int64).reshape(-1, 2),
+            "timestamps": timestamps_array(stamps)}
+
+
+def timestamps_array(stamps: list[dict]) -> np.ndarray:
+    return np.array([[t["start"], t["end"]] for t in stamps], dtype=np.int64).reshape(-1, 2)
 
 
 def reference_outputs(path: str) -> dict:
+    """TorchScript probabilities and segments; timestamps from silero-vad's own
+    get_speech_timestamps run end to end on the TorchScript model."""
     import silero_vad
     import torch
 
@@ -174,8 +189,7 @@ def reference_outputs(path: str) -> dict:
     stamps = silero_vad.get_speech_timestamps(torch.from_numpy(samples.copy()), torchscript_model(),
                                               sampling_rate=rate)
     torchscript_model().reset_states()
-    out["timestamps"] = {str(i): np.array([t["start"], t["end"]], dtype=np.int64)
-                         for i, t in enumerate(stamps)}
+    out["timestamps"] = timestamps_array(stamps)
     return out
 
 
@@ -184,29 +198,40 @@ def mlx_outputs(path: str) -> dict:
     return gate_outputs(mlx_probabilities(samples, rate), rate, samples.size)
 
 
+def mlx_runner(**variant):
+    """Runner factory for a port variant (``factory = "runners:mlx_runner"`` with ``options``
+    naming PortVariant fields): how the mutation tests gate a port with a planted bug."""
+    port_variant = PortVariant(**variant)
+
+    def run(path: str) -> dict:
+        rate, samples = read_wav(path)
+        return gate_outputs(mlx_probabilities(samples, rate, port_variant), rate, samples.size)
+
+    return run
+
+
 def onnx_outputs(path: str) -> dict:
     rate, samples = read_wav(path)
     return gate_outputs(onnx_probabilities(samples, rate), rate, samples.size)
 
 
-def postprocessor_outputs(path: str) -> dict:
-    """The port's post-processor on the committed reference probabilities of this case."""
+def stored_reference(path: str | Path) -> dict:
+    """The recorded reference outputs of the case file at ``path`` (found by its sha256)."""
     import hashlib
 
-    import postprocess
-    from safetensors.numpy import load_file
+    from paritygate.references import load_reference
+    from paritygate.spec import load_spec
 
-    index = json.loads((HERE / "references" / "references.json").read_text())
+    reference = load_reference(load_spec(HERE / "parity.toml"))
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    entry = next((e for e in index["cases"].values() if e["case_sha256"] == digest), None)
-    if entry is None or entry.get("rejected"):
-        raise ValueError(f"{path}: no stored reference probabilities for this file (sha256 "
-                         f"{digest}) in references/references.json")
-    probs = load_file(str(HERE / "references" / entry["file"]))["probabilities"]
+    for name, entry in reference.cases.items():
+        if entry.get("input_sha256") == digest:
+            return reference.outputs(name)
+    raise ValueError(f"{path}: no recorded reference for this file (sha256 {digest}) in "
+                     f"{reference.folder}")
+
+
+def postprocessor_outputs(path: str) -> dict:
+    """The port's post-processor fed the recorded reference probabilities of this case."""
     rate, samples = read_wav(path)
-    native, step = resolve_rate(rate)
-    stamps = postprocess.get_speech_timestamps(probs, sampling_rate=native,
-                                               audio_length_samples=-(-samples.size // step),
-                                               step=step)
-    return {"timestamps": {str(i): np.array([t["start"], t["end"]], dtype=np.int64)
-                           for i, t in enumerate(stamps)}}
+    return gate_outputs(stored_reference(path)["probabilities"], rate, samples.size)

@@ -53,7 +53,7 @@ class CaseData:
     rate: int
     samples: np.ndarray
     reference: np.ndarray | None  # stored reference probabilities (None: the rate is rejected)
-    reference_timestamps: list[dict] | None
+    reference_timestamps: list[dict] | None  # silero-vad's get_speech_timestamps, recorded
 
     @property
     def model_rate(self) -> int:
@@ -71,8 +71,10 @@ class CaseData:
 
 
 def load_cases(include_rejected: bool = False) -> list[CaseData]:
-    """The committed cases (sha256 checked) with their stored references."""
-    from safetensors.numpy import load_file
+    """The committed cases (sha256 checked) with their recorded references (``references/``,
+    written by ``paritygate record parity.toml``)."""
+    from paritygate.references import load_reference
+    from paritygate.spec import load_spec
 
     from make_cases import CASES_DIR, check, load_pins
     from runners import read_wav
@@ -81,21 +83,22 @@ def load_cases(include_rejected: bool = False) -> list[CaseData]:
     if bad:
         raise paritygate.DriftError(f"cases {bad} differ from their sha256 pins in "
                                     f"{CASES_DIR / 'cases.json'}; regenerate deliberately")
-    index = json.loads((HERE / "references" / "references.json").read_text())
+    reference = load_reference(load_spec(SPEC_PATH))
     cases = []
     for name, pin in load_pins()["cases"].items():
-        entry = index["cases"][name]
-        if entry["case_sha256"] != pin["sha256"]:
-            raise paritygate.DriftError(f"references/references.json was recorded for another "
-                                        f"version of case {name!r}: re-run record_references.py")
         rate, samples = read_wav(CASES_DIR / pin["file"])
-        if entry.get("rejected"):
+        entry = reference.cases.get(name)
+        if entry is None:
             if include_rejected:
                 cases.append(CaseData(name, CASES_DIR / pin["file"], rate, samples, None, None))
             continue
-        probs = load_file(str(HERE / "references" / entry["file"]))["probabilities"]
-        cases.append(CaseData(name, CASES_DIR / pin["file"], rate, samples, probs,
-                              entry["timestamps"]))
+        if entry["input_sha256"] != pin["sha256"]:
+            raise paritygate.DriftError(f"references/ were recorded for another version of case "
+                                        f"{name!r}: re-record with paritygate record parity.toml")
+        outputs = reference.outputs(name)
+        stamps = [{"start": int(a), "end": int(b)} for a, b in outputs["timestamps"]]
+        cases.append(CaseData(name, CASES_DIR / pin["file"], rate, samples,
+                              outputs["probabilities"], stamps))
     return cases
 
 

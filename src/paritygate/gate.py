@@ -171,15 +171,17 @@ def _boxes(tree: dict[str, Any]) -> dict[str, Any]:
 
 
 def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .structured import compare_keyed_boxes
+    from .structured import BOX_EDGES, compare_keyed_boxes
 
     common = sorted(set(actual) & set(expected))
     if not common:
         return None, [], {}
+    edge_names = tuple(claim.params.get("edges", BOX_EDGES))
+    kind = "box" if edge_names == BOX_EDGES else "element"
     try:
         result = compare_keyed_boxes(
             _boxes({k: actual[k] for k in common}), _boxes({k: expected[k] for k in common}),
-            max_edge_delta=claim.bound,
+            max_edge_delta=claim.bound, edge_names=edge_names,
         )
     except InputError as exc:
         return math.inf, [Failure("input", None, None, detail=exc.message)], {}
@@ -189,7 +191,7 @@ def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tup
         if f.metric == "edge_delta":
             label, edge = f.where.rsplit(".", 1)
             failures.append(Failure(
-                "edge_delta", f.bound, f.observed, f.excess, where=f"box {label}, edge {edge}",
+                "edge_delta", f.bound, f.observed, f.excess, where=f"{kind} {label}, edge {edge}",
                 detail=f"{f.detail}{unit}"))
         else:
             failures.append(f)

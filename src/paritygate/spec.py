@@ -636,12 +636,18 @@ class _Validator:
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
         allowed_params = {"ece": {"bins", "label", "inputs"}, "accuracy": {"label"}, "ssim": {"data_range"},
                           "psnr": {"data_range"}, "max_rel": {"rel_eps"},
+                          "max_edge_delta": {"edges"},
                           **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")}}.get(metric, set())
         for p in params:
             if p not in allowed_params:
                 raise self.error(f"{key}.params.{p}", f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}")
         if metric in ("ssim", "psnr") and "data_range" not in params:
             raise self.error(f"{key}.params.data_range", f"{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); it is never guessed")
+        if "edges" in params:
+            edges = params["edges"]
+            if (not isinstance(edges, list) or not edges or len(set(map(str, edges))) != len(edges)
+                    or not all(isinstance(e, str) and e for e in edges)):
+                raise self.error(f"{key}.params.edges", f"expected a list of distinct edge names (e.g. [\"start\", \"end\"] for segments), got {_kind(edges)}")
         if metric in ("accuracy", "ece"):
             label = params.get("label", "label")
             unlabelled = [c.name for c in cases.values() if label not in c.labels]
