@@ -2,17 +2,17 @@
 
 Steps, each with its own error and exit code (docs/bootstrap.md):
 
-====  ================  =====================================================================
-code  step              fails when
-====  ================  =====================================================================
-10    clone             the folder is not fresh (non-empty and not a clone bootstrap made) or
-                        ``git clone`` fails
-11    checkout          the pinned commit is not a commit SHA or does not exist upstream
-12    patch             ``git apply --check`` rejects the patch (it does not apply cleanly)
-13    required-lines    a literal fix line is missing from the patched tree
-14    build             the build command exits non-zero or times out
-0/1/2/3  gate           the gate's own exit code
-====  ================  =====================================================================
+=====  ================  ====================================================================
+code   step              fails when
+=====  ================  ====================================================================
+10     clone             the folder is not fresh (non-empty and not a clone bootstrap made) or
+                         ``git clone`` fails
+11     checkout          the pinned commit is not a commit SHA or does not exist upstream
+12     patch             ``git apply --check`` rejects the patch (it does not apply cleanly)
+13     required-lines    a literal fix line is missing from the patched tree
+14     build             the build command exits non-zero or times out
+0..3   gate              the gate's own exit code (0 holds, 1 violated, 2 spec error, 3 drift)
+=====  ================  ====================================================================
 
 A folder bootstrap made is marked inside its ``.git`` folder; such a folder is deleted and cloned
 again on the next run, never reused, because a tree that has been built in is dirty.
