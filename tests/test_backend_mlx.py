@@ -1,4 +1,4 @@
-"""The MLX backend: agreement with a plain numpy reference, failures, and no host copies."""
+"""The MLX backend: agreement with the host engine, failures, and no host copies."""
 
 from __future__ import annotations
 
@@ -159,3 +159,15 @@ def test_host_memory_two_1gib_arrays():
     assert values["mismatches"] == (1 << 30) // 8 and values["worst"] == 10
     assert values["extra_mib"] <= 64, values
     assert values["mlx_extra_mib"] <= 64, values
+
+
+def test_compare_dispatches_arrays_to_this_backend():
+    from paritygate import compare
+
+    x = mx.linspace(-1, 1, 1000)
+    tree_a = {"logits": x, "boxes": {"editor": x[:10] + 1}}
+    tree_e = {"logits": np.array(x), "boxes": {"editor": x[:10]}}
+    result = compare(tree_a, tree_e, atol=1e-6)
+    assert not result.passed
+    assert result["logits"].backend == "mlx" and result["logits"].passed
+    assert result["boxes/editor"].backend == "mlx" and result["boxes/editor"].mismatches == 10

@@ -9,6 +9,7 @@ only data that cross to the host; :func:`raw_stats` turns them into a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Sequence
 
@@ -24,6 +25,7 @@ __all__ = [
     "Plan",
     "plan",
     "raw_stats",
+    "kernel_tolerance",
     "ULP_INT_BITS",
 ]
 
@@ -127,12 +129,23 @@ def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def _python_value(value: float, kind: str) -> float | int | bool:
+def _python_value(value: float, dtype: str) -> float | int | bool:
+    """A candidate's value as the Python type of its side's dtype (as the host kernel reports)."""
+    if not math.isfinite(value):
+        return value
+    kind = dtype_kind(dtype)
     if kind == "bool":
         return bool(value)
     if kind == "int":
         return int(value)
     return float(value)
+
+
+def kernel_tolerance(p: Plan, tolerance: Tolerance) -> Tolerance:
+    """The tolerance a kernel applies: bool outputs are compared exactly, whatever atol/rtol."""
+    if p.kind == "bool" and not tolerance.is_exact:
+        return dataclasses.replace(tolerance, atol=0.0, rtol=0.0)
+    return tolerance
 
 
 def raw_stats(
@@ -179,7 +192,7 @@ def raw_stats(
         norm_expected_sq=s["norm_expected_sq"],
         ulp_max=int(s["ulp_max"]) if has_ulp else None,
         ulp_nonzero=int(s["ulp_nonzero"]) if has_ulp else None,
-        ulp_over=(int(s["ulp_over"]) if tolerance.max_ulp is not None else 0) if has_ulp else None,
+        ulp_over=int(s["ulp_over"]) if has_ulp and tolerance.max_ulp is not None else None,
         mismatches=mismatches,
         max_excess=max_excess,
         atol_needed=atol_needed,
@@ -199,7 +212,8 @@ def worst_elements(
     expected: Sequence[float],
     tolerance: Tolerance,
 ) -> list[Element]:
-    """Elements ordered by excess (non-finite mismatches first, excess = inf), ties by index."""
+    """Elements that differ, ordered by excess (non-finite mismatches first, excess = inf), ties
+    by index; equal elements never enter the list."""
     atol, rtol = tolerance.atol, tolerance.rtol
     rows = []
     for flat, a, e in zip(flat_indices, actual, expected):
@@ -207,6 +221,8 @@ def worst_elements(
         finite = math.isfinite(a) and math.isfinite(e)
         if finite:
             diff = abs(a - e)
+            if diff == 0:
+                continue
             excess = diff - (atol + rtol * abs(e))
         elif math.isnan(a) and math.isnan(e):
             if tolerance.equal_nan:
@@ -222,8 +238,8 @@ def worst_elements(
     return [
         Element(
             index=unravel(flat, p.shape),
-            actual=_python_value(a, p.kind) if math.isfinite(a) else a,
-            expected=_python_value(e, p.kind) if math.isfinite(e) else e,
+            actual=_python_value(a, p.dtype_actual),
+            expected=_python_value(e, p.dtype_expected),
             abs_diff=diff,
             excess=excess,
         )

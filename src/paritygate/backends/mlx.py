@@ -32,7 +32,7 @@ from typing import Any
 
 from ..metrics import finish
 from ..results import OutputComparison, Tolerance
-from ._device import MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, plan, raw_stats
+from ._device import MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
 
 __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
 
@@ -178,9 +178,11 @@ def _chunk_stats(a_raw: Any, e_raw: Any, p: Any, tol: Tolerance, acc: Any, k: in
         return mask.astype(mx.int32).sum()
 
     zero_i = mx.array(0, dtype=mx.int32)
+    # Worst-k ranking: equal elements (non-finite positions were zeroed) never enter the list;
+    # non-finite mismatches come first.
+    rank = mx.where(diff == 0, -inf, excess)
     if p.kind == "float":
-        rank = mx.where(nonfinite, -inf, excess)
-        max_excess = rank.max()
+        max_excess = mx.where(nonfinite, -inf, excess).max()
         rank = mx.where(nf_mismatch, inf, rank)
         counts_nf = [
             count(nan_a),
@@ -193,7 +195,6 @@ def _chunk_stats(a_raw: Any, e_raw: Any, p: Any, tol: Tolerance, acc: Any, k: in
         ]
         n_finite = count(mx.logical_not(nonfinite))
     else:
-        rank = excess
         max_excess = excess.max()
         counts_nf = [zero_i] * 7
         n_finite = mx.array(n, dtype=mx.int32)
@@ -241,11 +242,12 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     device = mx.default_device()
     if "float64" in (side_a.dtype, side_e.dtype):
         device = mx.cpu  # float64 exists on the CPU only
+    ktol = kernel_tolerance(p, tolerance)
     with mx.stream(device):
-        host, kk = _reduce(side_a, side_e, p, tolerance, acc_float64=device == mx.cpu)
+        host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=device == mx.cpu)
     n = len(STATS)
     rest = host[n:]
-    stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], tolerance)
+    stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], ktol)
     return finish(
         stats,
         path=path,

@@ -24,7 +24,16 @@ from typing import Any
 from ..errors import InputError
 from ..metrics import finish
 from ..results import OutputComparison, Tolerance
-from ._device import COUNT_STATS, MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, plan, raw_stats
+from ._device import (
+    COUNT_STATS,
+    MAX_STATS,
+    STATS,
+    SUM_STATS,
+    ULP_INT_BITS,
+    kernel_tolerance,
+    plan,
+    raw_stats,
+)
 
 __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
 
@@ -214,12 +223,14 @@ def _chunk_stats(
     rtol_need = ((diff - tol.atol).clamp_min_(0.0) / abs_e).nan_to_num_(nan=0.0, posinf=inf).max()
     sums = [diff.sum(), torch.dot(a, e), torch.dot(a, a), torch.dot(e, e)]
     if nonfinite is not None:
-        rank = slack.masked_fill(nonfinite, -inf)
-        max_excess = rank.max() - tol.atol
-        rank = rank.masked_fill(nf_mismatch, inf)
+        max_excess = slack.masked_fill(nonfinite, -inf).max() - tol.atol
     else:
-        rank = slack
         max_excess = max_slack - tol.atol
+    # Worst-k ranking: equal elements (non-finite positions were zeroed) never enter the list;
+    # non-finite mismatches come first.
+    rank = slack.masked_fill(diff == 0, -inf)
+    if nonfinite is not None:
+        rank = rank.masked_fill(nf_mismatch, inf)
     if p.ulp_dtype is not None and p.kind == "float":
         ulp = (_ordered(a_raw, p.ulp_dtype).to(acc) - _ordered(e_raw, p.ulp_dtype).to(acc)).abs_()
         if nonfinite is not None:
@@ -246,8 +257,9 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     device = _device_of(actual, expected, path)
     side_a, side_e = _Side(actual, device, path), _Side(expected, device, path)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
-    stats_vec, worst = _reduce(side_a, side_e, p, tolerance, device)
-    stats = raw_stats(p, *_split(stats_vec, worst), tolerance)
+    ktol = kernel_tolerance(p, tolerance)
+    stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
+    stats = raw_stats(p, *_split(stats_vec, worst), ktol)
     return finish(
         stats,
         path=path,
