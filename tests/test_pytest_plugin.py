@@ -73,13 +73,21 @@ def test_violated_claim_fails_the_test_with_the_markdown_summary(project):
     ])
 
 
-def test_missing_references_fail_as_drift_with_the_record_hint(project):
-    result = project.runpytest("-p", "no:cacheprovider", "-k", "whole_spec")
-    result.assert_outcomes(failed=1)
+UNKNOWN_CLAIM = '''
+def test_unknown_claim(paritygate_claim):
+    paritygate_claim("parity.toml", "nope")
+'''
+
+
+def test_missing_references_fail_as_drift_and_spec_errors_in_one_line(project):
+    project.makepyfile(test_unknown=UNKNOWN_CLAIM)
+    result = project.runpytest("-p", "no:cacheprovider", "-k", "whole_spec or unknown_claim")
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*## ⚠️ paritygate: DRIFT*",
         "*re-record deliberately with --paritygate-record*",
     ])
+    result.stdout.fnmatch_lines(["paritygate: *parity.toml: no claim 'nope'; the spec has: y-close"])
     assert "Traceback" not in result.stdout.str()
 
 
