@@ -243,3 +243,43 @@ def test_bad_orders_are_input_errors():
         paired(model, model, orders=("sideways",))
     with pytest.raises(InputError, match="at least one order"):
         paired(model, model, orders=())
+
+
+def twin64():
+    return {"latents": model(INPUT.astype(np.float64))["latents"].astype(np.float32)}
+
+
+def twin32():
+    return {"latents": model()["latents"]}
+
+
+def test_tolerance_mode_uses_the_claims_metric_for_check_a_and_bytes_for_check_b():
+    from paritygate.results import Tolerance
+
+    exact = paired(twin64, twin32, orders=("forward",))
+    assert not exact, "the float32 path is not byte-equal to the float64 one"
+    observed = exact.checks[0].differences[0].max_abs
+    result = paired(twin64, twin32, tolerance=Tolerance(atol=2 * observed))
+    assert result and not result.exact
+    assert [c.exact for c in result.checks] == [False, True, False, True]
+    tight = paired(twin64, twin32, tolerance={"atol": observed / 4}, orders=("forward",))
+    assert not tight and tight.checks[1].passed
+    (difference,) = tight.checks[0].differences
+    assert difference.reason == "tolerance" and difference.max_abs == pytest.approx(observed)
+    message = tight.messages()[0]
+    assert message.startswith(
+        "forward order, check (a) candidate vs baseline-before (the claim's metric): output 'latents'"
+    )
+    assert "worst element at index" in message and "atol" in message
+
+
+def test_tolerance_mode_still_catches_a_leak_byte_for_byte():
+    from paritygate.results import Tolerance
+
+    def leaky32():
+        out = wrapped(leak=True)()
+        return {"latents": out["latents"]}
+
+    result = paired(twin32, leaky32, tolerance=Tolerance(atol=1e-2), orders=("forward",))
+    assert result.checks[0].passed and not result.checks[1].passed
+    assert result.checks[1].exact
