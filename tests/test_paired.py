@@ -283,3 +283,14 @@ def test_tolerance_mode_still_catches_a_leak_byte_for_byte():
     result = paired(twin32, leaky32, tolerance=Tolerance(atol=1e-2), orders=("forward",))
     assert result.checks[0].passed and not result.checks[1].passed
     assert result.checks[1].exact
+
+
+def test_pytest_fixture_passes_a_noop_and_fails_a_leak_with_the_summary(request):
+    check = request.getfixturevalue("paritygate_paired")
+    result = check(model, wrapped(), label="threshold 0")
+    assert result.run_counts == {"baseline": 3, "candidate": 3}
+    with pytest.raises(pytest.fail.Exception) as info:
+        check(model, wrapped(leak=True), label="leaky wrapper")
+    text = str(info.value)
+    assert "paired byte equality oracle [leaky wrapper] FAILS" in text
+    assert "forward order, check (b) baseline-after vs baseline-before" in text

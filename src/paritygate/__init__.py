@@ -11,12 +11,21 @@ from .results import Comparison, Element, Failure, NonFinite, OutputComparison, 
 from .compare import compare, compare_output
 from .outputs import flatten_outputs
 from .testing import assert_parity
+from .paired import PairedResult, paired
+from .approximation import ActivityBand, check_activity
+from .calibration import CalibrationResult, calibrate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "assert_parity",
+    "paired",
+    "PairedResult",
+    "ActivityBand",
+    "check_activity",
+    "calibrate",
+    "CalibrationResult",
     "compare",
     "compare_output",
     "flatten_outputs",

@@ -650,7 +650,7 @@ def _paired_verdicts(spec: Spec, claim: Claim, candidate: str, cases: list[str],
                             failures.append(Failure(
                                 "byte_equality", 0, None, where=f"{check.order} check {check.check}: {check.actual_run} vs {check.expected_run}"
                                 + (f", {diff.path}" if diff else ""),
-                                detail=(f"{diff.reason}: {diff.detail}" if diff else "")))
+                                detail=(f"{diff.reason}: {diff.describe()}" if diff else "")))
                     observed = max((d.max_abs or 0.0 for c in outcome.checks for d in c.differences), default=0.0)
                     verdicts.append(ClaimVerdict(
                         claim.id, candidate, case_name, not failures and bool(outcome), claim.oracle, claim.metric,

@@ -7,7 +7,10 @@ Fixtures:
   gate on a whole spec, or on one claim and/or one case, and fails the test with the Markdown
   summary when the gate does not pass (a violated claim, drift, a runner error, or a run that
   evaluated nothing);
-- ``paritygate_claim``: shorthand for gating one claim, ``claim(spec, claim_id, case=None)``.
+- ``paritygate_claim``: shorthand for gating one claim, ``claim(spec, claim_id, case=None)``;
+- ``paritygate_paired``: the paired oracle, ``paired(baseline, candidate, **options) ->
+  PairedResult`` (options of :func:`paritygate.paired.paired`): runs both orders in the test's
+  process and fails the test with every differing run, output and difference when a check fails.
 
 A relative spec path is resolved against the folder of the test file that gates it.
 
@@ -174,6 +177,21 @@ def paritygate_claim(request: pytest.FixtureRequest) -> Callable[..., Any]:
         return gate(spec, claim=claim_id, case=case)
 
     return claim
+
+
+@pytest.fixture
+def paritygate_paired() -> Callable[..., Any]:
+    """``paired(baseline, candidate, **options) -> PairedResult``; fails the test unless both
+    checks hold in every order (byte equality, or the given tolerance for check (a))."""
+    from .paired import paired
+
+    def check(baseline: Callable[[], Any], candidate: Callable[[], Any], **options: Any) -> Any:
+        result = paired(baseline, candidate, **options)
+        if not result:
+            pytest.fail(result.summary(), pytrace=False)
+        return result
+
+    return check
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
