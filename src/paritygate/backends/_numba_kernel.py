@@ -1,17 +1,350 @@
-"""Fused comparison kernel through numba (optional extra ``fast``); filled in below."""
+"""Fused comparison kernel through numba (the optional extra ``fast``).
+
+One pass over both arrays computes every per-block partial of the host kernel
+(:mod:`paritygate.backends.numpy`): the blocks are the same, each block's partials land in its own
+row, and the reduction over blocks and the worst-k revisit are shared with the numpy path. Blocks
+are split between threads (the compiled kernel releases the GIL), so the partial results do not
+depend on the number of threads: counts, maxima and the worst elements agree exactly with the
+numpy path; sums agree to float64 rounding (they are summed in another order).
+
+Within a block, each sub-block of :data:`SUB_BLOCK` elements is first summed by a vectorized
+loop (the only code compiled with reassociation allowed) that also counts differing elements;
+the exact element-by-element pass then visits only the elements that differ, or every element
+of a sub-block that holds a NaN or an infinity.
+
+numba is imported only when this kernel is first used on an output large enough to repay the
+compilation (or when it is forced); compiled code is cached on disk.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import math
+import os
 from typing import Any
+
+import numpy as np
+
+__all__ = ["available", "supports", "partials"]
+
+_SUPPORTED_FLOATS = ("float32", "float64")
+_kernel: Any = None
 
 
 def available() -> bool:
-    return False
+    """True when numba can be imported (checked without importing it)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 def supports(pair: Any) -> bool:
+    """Whether the fused kernel handles this prepared pair (else the numpy path does).
+
+    Covered: C-contiguous native-byte-order arrays of float32 or float64 on both sides with the
+    same dtype (complex outputs arrive here as float pairs), integers of any width, and bools.
+    float16 / bfloat16 / float8 and mixed-precision floats take the numpy path.
+    """
+    a, e = pair.a, pair.e
+    if not (a.flags.c_contiguous and e.flags.c_contiguous):
+        return False
+    if not (a.dtype.isnative and e.dtype.isnative):
+        return False
+    if pair.mode == "float":
+        return a.dtype == e.dtype and a.dtype.name in _SUPPORTED_FLOATS
+    if pair.mode in ("int", "uint"):
+        return a.dtype.kind in "iu" and e.dtype.kind in "iu"
+    if pair.mode == "bool":
+        return a.dtype == np.bool_ and e.dtype == np.bool_
     return False
 
 
-def partials(pair: Any, settings: Any, partials_type: Any) -> Any:  # pragma: no cover
-    raise NotImplementedError
+def _build() -> Any:
+    import numba
+    from numba import njit
+
+    from .numpy import _F, _I
+
+    F_MAX_ABS, F_SUM_ABS, F_MAX_REL, F_MAX_REL_SYM = (
+        _F["max_abs"], _F["sum_abs"], _F["max_rel"], _F["max_rel_symmetric"]
+    )
+    F_DOT, F_NA, F_NE = _F["dot"], _F["norm_actual_sq"], _F["norm_expected_sq"]
+    F_MAX_EXCESS, F_ATOL, F_RTOL, F_KEY = _F["max_excess"], _F["atol_needed"], _F["rtol_needed"], _F["key"]
+    I_FINITE, I_MIS = _I["n_finite"], _I["mismatches"]
+    I_ULP_MAX, I_ULP_NZ, I_ULP_OVER = _I["ulp_max"], _I["ulp_nonzero"], _I["ulp_over"]
+    I_ANAN, I_ENAN, I_NANB, I_NAN1 = _I["actual_nan"], _I["expected_nan"], _I["nan_both"], _I["nan_one_side"]
+    I_AINF, I_EINF, I_INFM = _I["actual_inf"], _I["expected_inf"], _I["inf_mismatch"]
+
+    # Sums of one sub-block: reassociation lets LLVM vectorize them (they are sums, so only
+    # their rounding changes); nothing else is computed under these flags.
+    @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    def sums(a, e):
+        dot = 0.0
+        na = 0.0
+        ne = 0.0
+        differ = 0
+        for i in range(a.size):
+            x = np.float64(a[i])
+            y = np.float64(e[i])
+            dot += x * y
+            na += x * x
+            ne += y * y
+            differ += a[i] != e[i]
+        return dot, na, ne, differ
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def kernel(a, e, ua, ue, block, sub, first, last, mode, atol, rtol, rel_eps, equal_nan, use_ulp, low, max_ulp, fout, iout):
+        # Blocks [first, last). mode: 0 float, 1 signed integers, 2 unsigned integers, 3 bool
+        n = a.size
+        for b in range(first, last):
+            start = b * block
+            stop = min(start + block, n)
+            max_abs = 0.0
+            sum_abs = 0.0
+            max_rel = 0.0
+            max_sym = 0.0
+            dot = 0.0
+            na = 0.0
+            ne = 0.0
+            key = -np.inf
+            needed_a = 0.0
+            needed_r = 0.0
+            n_nonfinite = 0
+            mismatches = 0
+            ulp_max = np.uint64(0)
+            ulp_nz = 0
+            ulp_over = 0
+            anan = enan = nanb = nan1 = ainf = einf = infm = 0
+            nf_bad = 0
+            for sub_start in range(start, stop, sub):
+                sub_stop = min(sub_start + sub, stop)
+                # Slices indexed from 0: numba then knows the index is non-negative and skips
+                # the negative-index wraparound that would block vectorization.
+                sa = a[sub_start:sub_stop]
+                se = e[sub_start:sub_stop]
+                s_dot, s_na, s_ne, s_differ = sums(sa, se)
+                # Any NaN or infinity makes a norm non-finite: that sub-block takes the exact
+                # element-by-element accounting.
+                checked = mode == 0 and not (math.isfinite(s_na) and math.isfinite(s_ne))
+                if not checked:
+                    dot += s_dot
+                    na += s_na
+                    ne += s_ne
+                    if s_differ == 0:
+                        continue  # equal sub-block: nothing but the sums above
+                if use_ulp:
+                    sua = ua[sub_start:sub_stop]
+                    sue = ue[sub_start:sub_stop]
+                else:
+                    sua = ua
+                    sue = ue
+                for i in range(sa.size):
+                    if not checked and sa[i] == se[i]:
+                        # Equal elements: no error of any kind, 0 ULP (equal values round to
+                        # the same coarser value); the sums above already hold them.
+                        continue
+                    x = np.float64(sa[i])
+                    y = np.float64(se[i])
+                    if checked:
+                        if not (math.isfinite(x) and math.isfinite(y)):
+                            n_nonfinite += 1
+                            xn = math.isnan(x)
+                            yn = math.isnan(y)
+                            if xn:
+                                anan += 1
+                            if yn:
+                                enan += 1
+                            if xn and yn:
+                                nanb += 1
+                                if not equal_nan:
+                                    nf_bad += 1
+                            elif xn or yn:
+                                nan1 += 1
+                                nf_bad += 1
+                            if math.isinf(x):
+                                ainf += 1
+                            if math.isinf(y):
+                                einf += 1
+                            if not (xn or yn) and x != y:
+                                infm += 1
+                                nf_bad += 1
+                            continue
+                        dot += x * y
+                        na += x * x
+                        ne += y * y
+                    if mode == 1:
+                        xi = np.int64(sa[i])
+                        yi = np.int64(se[i])
+                        if xi >= yi:
+                            d = np.float64(np.uint64(xi) - np.uint64(yi))
+                        else:
+                            d = np.float64(np.uint64(yi) - np.uint64(xi))
+                    elif mode == 2:
+                        xu = np.uint64(sa[i])
+                        yu = np.uint64(se[i])
+                        if xu >= yu:
+                            d = np.float64(xu - yu)
+                        else:
+                            d = np.float64(yu - xu)
+                    else:
+                        d = abs(x - y)
+                    if d == 0.0:
+                        continue  # +0.0 against -0.0, or equal elements of a checked sub-block
+                    ae = abs(y)
+                    if d > max_abs:
+                        max_abs = d
+                    sum_abs += d
+                    # Divisions only where the quotient can beat the running maximum m: since
+                    # m is a float, d / q > m implies d >= fl(m * q), so no candidate is
+                    # skipped and the result is the max of the rounded quotients, exactly as
+                    # the numpy path computes it.
+                    q = ae + rel_eps
+                    if d >= max_rel * q:
+                        r = d / q
+                        if r > max_rel:
+                            max_rel = r
+                    q = max(abs(x), ae) + rel_eps
+                    if d >= max_sym * q:
+                        r = d / q
+                        if r > max_sym:
+                            max_sym = r
+                    excess = d - (ae * rtol + atol)
+                    if excess > 0:
+                        mismatches += 1
+                    if excess > key:
+                        key = excess
+                    t = d - ae * rtol
+                    if t > needed_a:
+                        needed_a = t
+                    t = d - atol
+                    if t > 0.0 and t >= needed_r * ae:
+                        t = t / ae
+                        if t > needed_r:
+                            needed_r = t
+                    if use_ulp:
+                        oa = np.int64(sua[i])
+                        oe = np.int64(sue[i])
+                        if oa < 0:
+                            oa = low - oa
+                        if oe < 0:
+                            oe = low - oe
+                        if oa >= oe:
+                            u = np.uint64(oa) - np.uint64(oe)
+                        else:
+                            u = np.uint64(oe) - np.uint64(oa)
+                        if u > ulp_max:
+                            ulp_max = u
+                        if u != np.uint64(0):
+                            ulp_nz += 1
+                        if max_ulp >= 0 and u > np.uint64(max_ulp):
+                            ulp_over += 1
+            max_excess = key
+            if rtol == 0.0:
+                needed_a = max_abs
+            if nf_bad > 0:
+                mismatches += nf_bad
+                max_excess = np.inf
+                key = np.inf
+                needed_a = np.inf
+                needed_r = np.inf
+            fout[b, F_MAX_ABS] = max_abs
+            fout[b, F_SUM_ABS] = sum_abs
+            fout[b, F_MAX_REL] = max_rel
+            fout[b, F_MAX_REL_SYM] = max_sym
+            fout[b, F_DOT] = dot
+            fout[b, F_NA] = na
+            fout[b, F_NE] = ne
+            fout[b, F_MAX_EXCESS] = max_excess
+            fout[b, F_ATOL] = needed_a
+            fout[b, F_RTOL] = needed_r
+            fout[b, F_KEY] = key
+            iout[b, I_FINITE] = (stop - start) - n_nonfinite
+            iout[b, I_MIS] = mismatches
+            iout[b, I_ULP_MAX] = ulp_max
+            iout[b, I_ULP_NZ] = ulp_nz
+            iout[b, I_ULP_OVER] = ulp_over
+            iout[b, I_ANAN] = anan
+            iout[b, I_ENAN] = enan
+            iout[b, I_NANB] = nanb
+            iout[b, I_NAN1] = nan1
+            iout[b, I_AINF] = ainf
+            iout[b, I_EINF] = einf
+            iout[b, I_INFM] = infm
+
+    del numba
+    return kernel
+
+
+_INT_VIEW = {4: np.int32, 8: np.int64}
+#: Elements per sub-block (8 KiB of float64 per side): sums vectorized, then one exact pass.
+SUB_BLOCK = 1024
+_NO_ULP = np.zeros(0, dtype=np.int64)
+
+
+def partials(pair: Any, settings: Any, partials_type: Any) -> Any:
+    """Per-block partials of a supported pair, computed by the fused kernel."""
+    global _kernel
+    if _kernel is None:
+        _kernel = _build()
+    from .numpy import BLOCK
+
+    a = pair.a.reshape(-1)
+    e = pair.e.reshape(-1)
+    n_blocks = -(-a.size // BLOCK)
+    out = partials_type(n_blocks)
+    mode = {"float": 0, "int": 1, "uint": 2, "bool": 3}[pair.mode]
+    use_ulp = settings.ulp_dtype is not None
+    if use_ulp:
+        view = _INT_VIEW[a.dtype.itemsize]
+        ua, ue = a.view(view), e.view(view)
+        low = -(1 << (8 * a.dtype.itemsize - 1))
+    else:
+        ua = ue = _NO_ULP
+        low = 0
+    if not n_blocks:
+        return out
+    args = (
+        BLOCK,
+        SUB_BLOCK,
+    )
+    tail = (
+        mode,
+        settings.atol,
+        settings.rtol,
+        settings.rel_eps,
+        settings.equal_nan,
+        use_ulp,
+        np.int64(low),
+        -1 if settings.max_ulp is None else int(settings.max_ulp),
+        out.f,
+        out.i,
+    )
+    threads = min(_threads(), n_blocks)
+    if threads <= 1:
+        _kernel(a, e, ua, ue, *args, 0, n_blocks, *tail)
+        return out
+    # The kernel releases the GIL: each thread fills its own rows of the per-block partials,
+    # so the result does not depend on the number of threads.
+    bounds = [n_blocks * t // threads for t in range(threads + 1)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = [
+            pool.submit(_kernel, a, e, ua, ue, *args, bounds[t], bounds[t + 1], *tail)
+            for t in range(threads)
+        ]
+        for future in futures:
+            future.result()
+    return out
+
+
+def _threads() -> int:
+    """Threads for the kernel: $PARITYGATE_THREADS, else the cores this process may use."""
+    value = os.environ.get("PARITYGATE_THREADS")
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)

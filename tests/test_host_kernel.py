@@ -1,0 +1,313 @@
+"""The host kernel: numpy and numba paths agree, memory stays bounded, worst-k is exact."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from paritygate import InputError, Tolerance, compare
+from paritygate.backends import _numba_kernel
+from paritygate.backends import numpy as host
+from paritygate.results import to_jsonable
+
+BLOCK = host.BLOCK
+KERNELS = ["numpy", "numba"]
+
+
+def both(actual, expected, tolerance):
+    """The comparison by each kernel (numba forced regardless of size)."""
+    out_np = host.compare_arrays(actual, expected, tolerance, "x", kernel="numpy")
+    out_nb = host.compare_arrays(actual, expected, tolerance, "x", kernel="numba")
+    return out_np, out_nb
+
+
+def assert_agree(out_np, out_nb):
+    """Counts, maxima, worst elements and verdicts exactly; sums to float64 rounding."""
+    assert out_np.backend == "numpy" and out_nb.backend == "numba"
+    # JSON form: NaN becomes "nan", which compares equal to itself.
+    a = to_jsonable(out_np)
+    b = to_jsonable(out_nb)
+    for name in ("mean_abs", "cosine", "backend", "failures"):
+        a.pop(name), b.pop(name)
+    assert a == b
+    assert out_nb.mean_abs == pytest.approx(out_np.mean_abs, rel=1e-12, abs=0)
+    if out_np.cosine is None:
+        assert out_nb.cosine is None
+    else:
+        assert out_nb.cosine == pytest.approx(out_np.cosine, abs=1e-12)
+    assert [f.metric for f in out_np.failures] == [f.metric for f in out_nb.failures]
+
+
+def planted(rng, n, dtype, *, nonfinite=True):
+    e = (rng.normal(size=n) * 10).astype(dtype)
+    a = (e.astype(np.float64) + rng.normal(scale=1e-4, size=n)).astype(dtype)
+    # Outliers spread over blocks, several in some blocks, some exactly equal elements.
+    for i in rng.choice(n, size=25, replace=False):
+        a[i] = e[i] + rng.choice([-1, 1]) * rng.uniform(0.01, 5)
+    a[: n // 3 : 7] = e[: n // 3 : 7]
+    a[1], e[1] = 0.0, -0.0
+    if nonfinite:
+        a[5], e[5] = np.nan, np.nan
+        a[BLOCK + 3] = np.nan
+        e[2 * BLOCK + 9] = np.inf
+        a[2 * BLOCK + 10], e[2 * BLOCK + 10] = -np.inf, -np.inf
+        a[n - 1] = np.inf
+    return a, e
+
+
+TOLERANCES = [
+    Tolerance(),
+    Tolerance(atol=1e-3, rtol=1e-3, max_ulp=8, worst_k=10),
+    Tolerance(atol=0.5, rtol=0, equal_nan=False, worst_k=3, min_cosine=0.99),
+    Tolerance(atol=0, rtol=1e-2, rel_eps=0.0, max_ulp=0, worst_k=25),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("tol", TOLERANCES, ids=range(len(TOLERANCES)))
+def test_numpy_and_numba_agree_on_floats(dtype, tol):
+    rng = np.random.default_rng(7)
+    a, e = planted(rng, 3 * BLOCK + 1234, dtype)
+    out_np, out_nb = both(a, e, tol)
+    assert_agree(out_np, out_nb)
+    assert out_np.mismatches > 0 and out_np.nonfinite.nan_one_side == 1
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int64, np.uint64])
+def test_numpy_and_numba_agree_on_integers(dtype):
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    n = 2 * BLOCK + 99
+    a = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+    e = a.copy()
+    idx = rng.choice(n, size=500, replace=False)
+    e[idx] = rng.integers(info.min, info.max, size=idx.size, dtype=dtype, endpoint=True)
+    e[0], a[0] = info.min, info.max  # the widest gap: no wrap-around
+    for tol in (Tolerance(), Tolerance(atol=3, rtol=0.5, worst_k=7)):
+        out_np, out_nb = both(a, e, tol)
+        assert_agree(out_np, out_nb)
+        assert out_np.max_abs == float(int(info.max) - int(info.min))
+
+
+def test_numpy_and_numba_agree_on_bool_and_complex():
+    rng = np.random.default_rng(5)
+    n = BLOCK + 77
+    a = rng.random(n) > 0.5
+    e = a.copy()
+    e[rng.choice(n, 40, replace=False)] ^= True
+    out_np, out_nb = both(a, e, Tolerance(atol=5.0))
+    assert_agree(out_np, out_nb)
+    assert out_np.mismatches == 40  # bool outputs ignore atol
+    z = (rng.normal(size=n) + 1j * rng.normal(size=n)).astype(np.complex64)
+    w = z.copy()
+    w[17] += 0.5j
+    out_np, out_nb = both(w, z, Tolerance(atol=1e-3))
+    assert_agree(out_np, out_nb)
+    assert out_np.worst[0].index == (17, 1)
+
+
+def test_numba_is_used_for_large_outputs_and_numpy_for_small(monkeypatch):
+    monkeypatch.delenv("PARITYGATE_KERNEL", raising=False)
+    big = np.zeros(host.NUMBA_MIN_SIZE, np.float32)
+    assert host.compare_arrays(big, big.copy(), Tolerance(), "x").backend == "numba"
+    small = np.zeros(10, np.float32)
+    assert host.compare_arrays(small, small.copy(), Tolerance(), "x").backend == "numpy"
+    # float16 is not covered by the fused kernel: the numpy path takes it.
+    half = np.zeros(host.NUMBA_MIN_SIZE, np.float16)
+    assert host.compare_arrays(half, half.copy(), Tolerance(), "x").backend == "numpy"
+    monkeypatch.setenv("PARITYGATE_KERNEL", "numpy")
+    assert compare(big, big.copy())[""].backend == "numpy"
+    monkeypatch.setenv("PARITYGATE_KERNEL", "numba")
+    assert compare(small, small.copy())[""].backend == "numba"
+    monkeypatch.setenv("PARITYGATE_KERNEL", "fastest")
+    with pytest.raises(InputError, match="kernel must be"):
+        compare(small, small.copy())
+
+
+def test_forcing_numba_without_numba_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(_numba_kernel, "available", lambda: False)
+    with pytest.raises(InputError, match="numba is not installed"):
+        host.compare_arrays(np.zeros(3), np.zeros(3), Tolerance(), "x", kernel="numba")
+    # auto falls back to numpy
+    big = np.zeros(host.NUMBA_MIN_SIZE, np.float32)
+    assert host.compare_arrays(big, big.copy(), Tolerance(), "x").backend == "numpy"
+
+
+def test_thread_count_does_not_change_results(monkeypatch):
+    rng = np.random.default_rng(11)
+    a, e = planted(rng, 5 * BLOCK + 3, np.float32)
+    tol = Tolerance(atol=1e-3, max_ulp=4)
+    monkeypatch.setenv("PARITYGATE_THREADS", "1")
+    one = host.compare_arrays(a, e, tol, "x", kernel="numba")
+    monkeypatch.setenv("PARITYGATE_THREADS", "3")
+    three = host.compare_arrays(a, e, tol, "x", kernel="numba")
+    assert to_jsonable(one) == to_jsonable(three)
+
+
+def brute_force_worst(a, e, tol):
+    """Reference worst-k over every element at once (small arrays only)."""
+    a64, e64 = a.astype(np.float64).ravel(), e.astype(np.float64).ravel()
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a64 - e64)
+        excess = d - (np.abs(e64) * tol.rtol + tol.atol)
+    nonfinite = ~(np.isfinite(a64) & np.isfinite(e64))
+    nan_a, nan_e = np.isnan(a64), np.isnan(e64)
+    nf_bad = (nan_a ^ nan_e) | (nonfinite & ~(nan_a | nan_e) & (a64 != e64))
+    if not tol.equal_nan:
+        nf_bad |= nan_a & nan_e
+    excess[nonfinite] = -np.inf
+    excess[nf_bad] = np.inf
+    candidates = np.flatnonzero(((d > 0) & ~nonfinite) | nf_bad)
+    order = sorted(candidates, key=lambda i: (-excess[i], i))[: tol.worst_k]
+    return [(tuple(int(x) for x in np.unravel_index(i, a.shape)), float(excess[i])) for i in order]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_worst_k_matches_brute_force(seed, kernel):
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(2, 9)), BLOCK // 4 + int(rng.integers(0, 999)))
+    e = rng.normal(size=shape).astype(np.float32)
+    a = e + rng.normal(scale=1e-5, size=shape).astype(np.float32)
+    flat = a.reshape(-1)
+    # Outliers clustered in a few blocks (more than k in one of them) and spread elsewhere.
+    hot = int(rng.integers(0, e.size // BLOCK + 1)) * BLOCK
+    for i in range(15):
+        flat[min(hot + i * 13, flat.size - 1)] += rng.uniform(0.1, 2.0)
+    for i in rng.choice(flat.size, 12, replace=False):
+        flat[i] -= rng.uniform(0.1, 2.0)
+    if seed % 2:
+        flat[int(rng.integers(0, flat.size))] = np.nan
+    tol = Tolerance(atol=1e-4, rtol=1e-3, worst_k=int(rng.integers(1, 20)), equal_nan=bool(seed % 3))
+    out = host.compare_arrays(a, e, tol, "x", kernel=kernel)
+    got = [(el.index, el.excess) for el in out.worst]
+    assert got == brute_force_worst(a, e, tol)
+    for el in out.worst:
+        assert el.actual == pytest.approx(float(a[el.index]), nan_ok=True)
+        assert el.expected == float(e[el.index])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_uint8_zero_against_255_is_255(kernel):
+    a = np.zeros(2 * BLOCK, np.uint8)
+    e = np.zeros(2 * BLOCK, np.uint8)
+    e[BLOCK + 1] = 255
+    out = host.compare_arrays(a, e, Tolerance(atol=254), "x", kernel=kernel)
+    assert out.max_abs == 255.0 and out.mismatches == 1
+    assert out.worst[0].index == (BLOCK + 1,) and out.worst[0].excess == 1.0
+    assert host.compare_arrays(a, e, Tolerance(atol=255), "x", kernel=kernel).passed
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_nan_and_inf_rules(kernel):
+    a = np.ones(BLOCK + 10, np.float32)
+    e = np.ones(BLOCK + 10, np.float32)
+    a[0] = e[0] = np.nan  # NaN on both sides
+    a[1] = np.nan  # NaN on one side
+    e[BLOCK + 2] = np.nan
+    a[3] = e[3] = np.inf  # same infinity: equal
+    a[4], e[4] = np.inf, -np.inf  # opposite infinities
+    e[5] = np.inf  # infinity against a number
+    out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
+    nf = out.nonfinite
+    assert (nf.actual_nan, nf.expected_nan, nf.nan_both, nf.nan_one_side) == (2, 2, 1, 2)
+    assert (nf.actual_inf, nf.expected_inf, nf.inf_mismatch) == (2, 3, 2)
+    assert out.mismatches == 4 and out.rtol_needed == math.inf
+    assert sorted(el.index[0] for el in out.worst) == [1, 4, 5, BLOCK + 2]
+    assert out.max_abs == 0.0 and out.size - 6 == (BLOCK + 10) - 6
+    strict = host.compare_arrays(a, e, Tolerance(equal_nan=False), "x", kernel=kernel)
+    assert strict.mismatches == 5
+    # Without the planted non-finite mismatches the same arrays pass.
+    a2, e2 = a.copy(), e.copy()
+    a2[[1, 4, 5]] = e2[[1, 4, 5]] = 1.0
+    e2[BLOCK + 2] = 1.0
+    assert host.compare_arrays(a2, e2, Tolerance(), "x", kernel=kernel).passed
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_bool_masks(kernel):
+    e = np.zeros((256, 512), bool)
+    e[10:20, 30:40] = True
+    a = e.copy()
+    a[15, 35] = False
+    a[200, 1] = True
+    out = host.compare_arrays(a, e, Tolerance(atol=1.0), "mask", kernel=kernel)
+    assert not out.passed and out.mismatches == 2
+    assert sorted(el.index for el in out.worst) == [(15, 35), (200, 1)]
+    assert host.compare_arrays(e, e.copy(), Tolerance(), "mask", kernel=kernel).passed
+
+
+def test_every_failing_output_reported_by_both_kernels(monkeypatch):
+    rng = np.random.default_rng(2)
+    tree_e = {f"layer{i}": rng.normal(size=BLOCK + i).astype(np.float32) for i in range(4)}
+    tree_a = {k: v.copy() for k, v in tree_e.items()}
+    tree_a["layer1"][7] += 1
+    tree_a["layer3"][BLOCK] -= 1
+    for kernel in KERNELS:
+        monkeypatch.setenv("PARITYGATE_KERNEL", kernel)
+        result = compare(tree_a, tree_e, atol=1e-3)
+        assert [o.path for o in result.failing()] == ["layer1", "layer3"]
+        assert result["layer3"].worst[0].index == (BLOCK,)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_extra_memory_stays_bounded(kernel):
+    n = 32 * 2**20  # 128 MiB per float32 array
+    rng = np.random.default_rng(0)
+    e = rng.standard_normal(n, dtype=np.float32)
+    a = e.copy()
+    a[:: 1 << 12] += 1.0  # 8192 failing elements spread over every block
+    a[-1] = np.nan
+    host.compare_arrays(a[:BLOCK], e[:BLOCK], Tolerance(), "x", kernel=kernel)  # compile first
+    tracemalloc.start()
+    try:
+        out = host.compare_arrays(a, e, Tolerance(atol=1e-3, max_ulp=2), "x", kernel=kernel)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.mismatches == n // (1 << 12) + 1
+    assert peak <= 64 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+    # Every element differing (the dense path) stays bounded as well.
+    b = e + np.float32(1e-3)
+    tracemalloc.start()
+    try:
+        out = host.compare_arrays(b[: 8 * 2**20], e[: 8 * 2**20], Tolerance(), "x", kernel=kernel)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.mismatches == 8 * 2**20
+    assert peak <= 64 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cosine_of_64mi_float32_is_one_within_1e_12(kernel):
+    n = 64 * 2**20
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1e3, 1e3, size=n).astype(np.float32)
+    out = host.compare_arrays(x, x.copy(), Tolerance(min_cosine=1 - 1e-12), "x", kernel=kernel)
+    assert abs(out.cosine - 1.0) <= 1e-12 and out.passed
+    # A float32 accumulation of the norm would be off by far more than 1e-12.
+    y = x.copy()
+    y[:: 1 << 16] *= -1
+    expected = 1 - 2 * float(np.sum(x[:: 1 << 16].astype(np.float64) ** 2)) / float(
+        np.sum(x.astype(np.float64) ** 2)
+    )
+    out = host.compare_arrays(y, x, Tolerance(), "x", kernel=kernel)
+    assert out.cosine == pytest.approx(expected, abs=1e-12)
+
+
+def test_float16_and_bfloat16_on_the_host_path():
+    e = np.linspace(-4, 4, 3 * BLOCK).astype(ml_dtypes.bfloat16)
+    a = e.copy()
+    bits = a.view(np.uint16)
+    bits[100] += 2
+    out = host.compare_arrays(a, e, Tolerance(max_ulp=1), "x")
+    assert out.ulp_max == 2 and out.ulp_over == 1 and out.ulp_nonzero == 1
+    assert out.worst[0].index == (100,)
+    h = np.linspace(-4, 4, 3 * BLOCK).astype(np.float16)
+    out = host.compare_arrays(h, h.astype(np.float32), Tolerance(max_ulp=0), "x")
+    assert out.passed and out.ulp_dtype == "float16"
