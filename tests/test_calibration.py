@@ -71,13 +71,16 @@ def test_bound_is_proposed_past_the_noise_and_catches_a_model_level_mutation():
 def test_every_metric_keeps_its_raw_distribution_in_json():
     result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
     data = json.loads(json.dumps(result.to_dict()))
-    assert set(data["distributions"]) == {"max_abs", "mean_abs", "max_rel", "cosine"}
-    cosine = data["distributions"]["cosine"]
+    assert set(data["by_metric"]) == {"max_abs", "mean_abs", "max_rel", "cosine"}
+    cosine = data["by_metric"]["cosine"]
     assert len(cosine["noise"]) == 16 and cosine["direction"] == "min"
     assert set(cosine["bugs"]) >= {"zeroed block", "float16", "spike(0.1)"}
     assert data["basis"]["n"] == 16 and data["basis"]["metric"] == "max_abs"
     assert data["basis"]["hardware"] and data["basis"]["date"]
     assert data["format"] == "paritygate-calibration"
+    assert data["calibration"]["noise"] == data["by_metric"]["max_abs"]["noise"]
+    assert data["calibration"]["zeroed block"] == data["by_metric"]["max_abs"]["bugs"]["zeroed block"]
+    assert data["bound"] == result.proposed_bound
 
 
 def test_higher_is_better_metric_proposes_a_floor_below_the_noise():
@@ -181,7 +184,7 @@ def test_ssim_is_recorded_for_images_with_an_explicit_data_range():
         return {"image": image}, {"image": np.clip(image + 1e-4 * (case % 3), 0, 1)}
 
     result = calibrate(images, 16, metric="ssim", ssim_data_range=1.0, mutations=[shift(0), spike(0.5)])
-    assert len(result.distributions["ssim"].noise) == 16
+    assert len(result.by_metric["ssim"].noise) == 16
     assert result.proposal == "tolerance"
     assert result.claim_metric.smallest_bug < result.proposed_bound <= result.claim_metric.largest_noise
     with pytest.raises(InputError, match="data range"):

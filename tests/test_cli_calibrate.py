@@ -177,7 +177,7 @@ def test_stored_claim_is_measured_against_the_recorded_reference(project, capsys
     assert "stored mode, 16 cases x 2 repeat(s)" in out and "margin: other machine x2" in out
     data = json.loads(json_path.read_text())
     assert data["mode"] == "stored" and data["margins"] == {"other machine": 2.0}
-    assert len(data["distributions"]["max_abs"]["noise"]) == 32
+    assert len(data["by_metric"]["max_abs"]["noise"]) == 32
     assert plot_path.read_bytes()[:4] == b"\x89PNG"
 
 

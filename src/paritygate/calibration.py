@@ -229,7 +229,7 @@ class CalibrationResult:
     repeats: int
     reorder: bool
     outputs: list[str]
-    distributions: dict[str, MetricDistribution]
+    by_metric: dict[str, MetricDistribution]  # every recorded metric's distribution
     mutations: list[MutationSummary]
     noise_exactly_zero: bool
     proposal: str  # "tolerance" | "exact" | "none"
@@ -253,7 +253,7 @@ class CalibrationResult:
 
     @property
     def claim_metric(self) -> MetricDistribution:
-        return self.distributions[self.metric]
+        return self.by_metric[self.metric]
 
     def exact_claim(self) -> dict[str, Any] | None:
         """The exact claim proposed when the noise is zero (None otherwise)."""
@@ -293,7 +293,7 @@ class CalibrationResult:
             "",
             f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  gap",
         ]
-        for name, dist in self.distributions.items():
+        for name, dist in self.by_metric.items():
             noise = [v for v in dist.noise if not math.isnan(v)]
             cells = [_g(min(noise)), _g(float(np.median(noise))), _g(max(noise))] if noise else ["-"] * 3
             bug = _g(dist.smallest_bug) if dist.smallest_bug is not None else "-"
@@ -334,6 +334,10 @@ class CalibrationResult:
         data["n"] = self.n
         data["exact_claim"] = self.exact_claim()
         data["basis"] = to_jsonable(self.basis())
+        # The claim metric's series as the reports read them: noise and each mutation's signal.
+        dist = self.claim_metric
+        data["calibration"] = to_jsonable({"noise": dist.noise, **dist.bugs})
+        data["bound"] = to_jsonable(self.proposed_bound)
         data["format"] = "paritygate-calibration"
         data["format_version"] = 1
         return data
@@ -512,7 +516,7 @@ def calibrate(
         repeats=repeats,
         reorder=reorder,
         outputs=covered,
-        distributions=distributions,
+        by_metric=distributions,
         mutations=summaries,
         noise_exactly_zero=exactly_zero,
         proposal="none",
@@ -722,7 +726,7 @@ def _propose(result: CalibrationResult) -> None:
             f"{NO_GAP_REASON}: the largest noise on {metric} is {_g(dist.largest_noise)} and "
             f"{dist.smallest_bug_mutation} gives only {_g(dist.smallest_bug)}"
         )
-        separating = [n for n, d in result.distributions.items() if d.separated and n != metric]
+        separating = [n for n, d in result.by_metric.items() if d.separated and n != metric]
         if separating:
             result.reason += f" ({', '.join(separating)} separates them)"
         return
