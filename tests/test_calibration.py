@@ -218,3 +218,15 @@ def test_plot_draws_noise_bugs_and_bound(tmp_path):
     result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
     path = calibration_plot(result, tmp_path / "calibration.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_only_the_claims_outputs_are_read():
+    def with_extras(case):
+        baseline, candidate = twin(case)
+        candidate = candidate | {"skipped_steps": 3, "note": "cache warm"}
+        return baseline | {"note": "reference"}, candidate
+
+    result = calibrate(with_extras, 16, outputs=["hid*"])
+    assert result.outputs == ["hidden"] and result.proposal == "tolerance"
+    with pytest.raises(InputError, match=r"is not numeric"):
+        calibrate(with_extras, 16)

@@ -436,10 +436,10 @@ def calibrate(
         for index in order:
             where = f"case {case_names[index]}"
             baseline_tree, candidate_tree = _pair(run_pair(cases[index]), where)
-            baseline = _host_tree(baseline_tree, where + " (baseline)")
-            candidate = _host_tree(candidate_tree, where + " (candidate)")
+            baseline = _host_tree(baseline_tree, where + " (baseline)", outputs)
+            candidate = _host_tree(candidate_tree, where + " (candidate)", outputs)
             if covered is None:
-                covered = _select(baseline, outputs)
+                covered = _select(baseline, outputs, baseline_tree)
             _same_outputs(baseline, candidate, covered, where)
             values, zero = measure(candidate, baseline, covered)
             exactly_zero &= zero
@@ -486,7 +486,7 @@ def calibrate(
             except Exception as exc:
                 exc.add_note(f"paritygate.calibrate: raised by {where}")
                 raise
-            mutated = _host_tree(mutated_tree, where)
+            mutated = _host_tree(mutated_tree, where, covered)
             _same_outputs(baselines[index], mutated, covered, where)
             if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
                 continue
@@ -549,8 +549,13 @@ def _case_name(case: Any) -> str:
     return str(name) if isinstance(name, str) else str(case)
 
 
-def _host_tree(tree: Any, where: str) -> dict[str, Any]:
+def _host_tree(tree: Any, where: str, patterns: Sequence[str] | None = None) -> dict[str, Any]:
+    """The leaves a claim covers (all without patterns), evaluated and copied to the host."""
     leaves = flatten(tree)
+    if patterns is not None:
+        leaves = {
+            p: v for p, v in leaves.items() if p in patterns or any(fnmatch.fnmatchcase(p, pat) for pat in patterns)
+        }
     synchronize_tree(leaves)
     host = {}
     for path, value in leaves.items():
@@ -561,15 +566,11 @@ def _host_tree(tree: Any, where: str) -> dict[str, Any]:
     return host
 
 
-def _select(baseline: Mapping[str, Any], patterns: Sequence[str] | None) -> list[str]:
-    if patterns is None:
+def _select(baseline: Mapping[str, Any], patterns: Sequence[str] | None, tree: Any) -> list[str]:
+    if baseline:
         return list(baseline)
-    chosen = [p for p in baseline if any(fnmatch.fnmatchcase(p, pat) for pat in patterns)]
-    if not chosen:
-        raise InputError(
-            f"output patterns {list(patterns)} match none of the outputs ({', '.join(baseline)})"
-        )
-    return chosen
+    names = ", ".join(flatten(tree)) or "none"
+    raise InputError(f"output patterns {list(patterns or [])} match none of the outputs ({names})")
 
 
 def _same_outputs(baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str) -> None:
