@@ -94,7 +94,8 @@ def core_venv(tmp_path_factory, pytestconfig) -> Path:
     venv.EnvBuilder(with_pip=False, clear=True).create(env_dir)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
 
-    wheelhouse = pytestconfig.cache.mkdir("core-wheelhouse")
+    cache = getattr(pytestconfig, "cache", None)  # None under -p no:cacheprovider
+    wheelhouse = cache.mkdir("core-wheelhouse") if cache is not None else base / "wheelhouse"
     install = ["--python", str(python), "install", "-q", "--no-index", "--find-links",
                str(wheelhouse), str(project)]
     done = _pip(*install)
