@@ -178,16 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--check", action="store_true", help="verify the committed sha256 pins")
     group.add_argument("--measure", action="store_true",
                        help="fraction of chunks within 0.15 of 0.5 (reference model)")
+    parser.add_argument("--json", type=Path, help="with --measure: also write the fractions here")
     args = parser.parse_args(argv)
     if args.check:
         bad = check()
         print("all cases match their pins" if not bad else f"sha256 mismatch: {bad}")
         return 1 if bad else 0
     if args.measure:
+        fractions = {}
         for name, entry in load_pins()["cases"].items():
             if entry["rate"] in (8000, 16000) and entry["samples"] >= 512:
                 frac = near_threshold_fraction(CASES_DIR / entry["file"])
+                fractions[name] = round(frac, 4)
                 print(f"{name}: {frac:.1%} of chunks within 0.15 of 0.5")
+        if args.json:
+            args.json.write_text(json.dumps({
+                "measured": "fraction of chunks whose TorchScript speech probability lies within "
+                            "0.15 of the 0.5 threshold", "fractions": fractions}, indent=1) + "\n")
         return 0
     CASES_DIR.mkdir(exist_ok=True)
     pins = {}
