@@ -294,3 +294,20 @@ def test_pytest_fixture_passes_a_noop_and_fails_a_leak_with_the_summary(request)
     text = str(info.value)
     assert "paired byte equality oracle [leaky wrapper] FAILS" in text
     assert "forward order, check (b) baseline-after vs baseline-before" in text
+
+
+def test_jax_results_are_waited_for_and_compared_exactly():
+    import jax.numpy as jnp
+
+    w = jnp.asarray(WEIGHTS)
+
+    def jax_model(shift: float = 0.0):
+        h = jnp.asarray(INPUT)
+        for i in range(w.shape[0]):
+            h = jnp.tanh(h @ w[i])
+        return {"latents": h + shift, "bf16": h.astype(jnp.bfloat16)}
+
+    assert paired(jax_model, jax_model)
+    planted = paired(jax_model, lambda: jax_model(0.5), orders=("reversed",))
+    (difference,) = planted.checks[0].differences
+    assert difference.path == "latents" and difference.max_abs == pytest.approx(0.5)

@@ -403,6 +403,8 @@ def calibrate(
     if isinstance(cases, int):
         cases = list(range(cases))
     cases = list(cases)
+    if not cases:
+        raise InputError("calibration needs cases: got none")
     if len(cases) < min_cases:
         raise InputError(
             f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the next "
@@ -451,7 +453,7 @@ def calibrate(
             if repeat == 0:
                 baselines[index] = {p: baseline[p] for p in covered}
                 candidates[index] = {p: candidate[p] for p in covered}
-    assert covered is not None
+    assert covered is not None  # at least one case ran
 
     bugs: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
     summaries: list[MutationSummary] = []
