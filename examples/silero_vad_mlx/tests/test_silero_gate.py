@@ -131,3 +131,21 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
                                                  "≤ 1e-5 <!-- claim: probability-max-abs -->"))
     assert main(["claims", "check", str(copy / "README.md"), "--spec",
                  str(copy / "parity.toml")]) == 1
+
+
+def test_paired_mode_runs_the_reference_live(spec, tmp_path):
+    # The same claims in paired mode: the TorchScript model runs in this process, back to back
+    # with each candidate on the same case (torch is installed in the test environment).
+    from paritygate.gate import run_gate
+    from paritygate.spec import load_spec, update_claim
+
+    example = copy_example(spec, tmp_path / "example")
+    for claim_id in spec.claims:
+        update_claim(example / "parity.toml", claim_id, mode="paired")
+    paired_spec = load_spec(example / "parity.toml")
+    assert {c.mode for c in paired_spec.claims.values()} == {"paired"}
+    cases = ["noisy_near_threshold", "clean_speech_8k", "speech_32k"]
+    result = run_gate(paired_spec, cases=cases)
+    assert result.passed, [f.describe() for v in result.verdicts for f in v.failures] + result.errors
+    live = [v for v in result.verdicts if v.claim_id == "probability-max-abs"]
+    assert len(live) == 2 * len(cases) and all(0 < v.observed <= v.bound for v in live)
