@@ -58,8 +58,17 @@ def torchscript_model():
     """The shipped TorchScript model, loaded once per process (silero-vad sets 1 torch thread)."""
     global _TORCH_MODEL
     if _TORCH_MODEL is None:
+        import hashlib
+        import importlib.util
+
         import silero_vad
 
+        jit = Path(importlib.util.find_spec("silero_vad").origin).parent / "data" / "silero_vad.jit"
+        pinned = json.loads((HERE / "weights" / "manifest.json").read_text())["source"]["sha256"]
+        actual = hashlib.sha256(jit.read_bytes()).hexdigest()
+        if actual != pinned:
+            raise ValueError(f"{jit}: sha256 {actual} differs from the model the port was "
+                             f"converted from ({pinned}, weights/manifest.json)")
         _TORCH_MODEL = silero_vad.load_silero_vad()
     return _TORCH_MODEL
 
