@@ -194,6 +194,7 @@ def test_stored_claim_without_a_reference_is_drift(project, capsys):
         (["--claim", "y-close", "--margin", "machine"], "--margin expects NAME=VALUE"),
         (["--claim", "y-close", "--margin", "machine=0.5"], "must be a factor >= 1"),
         (["--claim", "y-close", "--candidate", "port16"], "'port16' is not a candidate of this claim"),
+        (["--claim", "y-close", "--mutations", "shift,typo"], "--mutations: unknown typo"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
@@ -205,3 +206,11 @@ def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
 def test_fewer_cases_can_be_accepted_knowingly(project, capsys):
     assert main(["calibrate", str(project), "--claim", "y-close", "--cases", "8", "--min-cases", "8"]) == 0
     assert "8 cases" in capsys.readouterr().out
+
+
+def test_builtin_mutations_can_be_chosen(project, capsys):
+    assert main(["calibrate", str(project), "--claim", "y-close", "--mutations", "shift,swap"]) == 0
+    out = capsys.readouterr().out
+    assert "shift(axis=-1,by=1)" in out and "swap(axis=-1,0<->1)" in out and "float16" not in out
+    assert main(["calibrate", str(project), "--claim", "y-close", "--mutations", "none"]) == 1
+    assert "no mutation changed the candidate's outputs" in capsys.readouterr().out

@@ -52,6 +52,7 @@ __all__ = [
     "swap_channels",
     "reduced_precision",
     "DEFAULT_MUTATIONS",
+    "BUILTIN_MUTATIONS",
     "DEFAULT_METRICS",
     "DIRECTIONS",
     "NO_GAP_REASON",
@@ -177,6 +178,10 @@ DEFAULT_MUTATIONS: tuple[Mutation, ...] = (
     swap_channels(-1),
     reduced_precision("float16"),
     reduced_precision("bfloat16"),
+)
+# Short names of the built-ins (the command line selects them with --mutations).
+BUILTIN_MUTATIONS: dict[str, Mutation] = dict(
+    zip(("noise", "spike", "shift", "swap", "float16", "bfloat16"), DEFAULT_MUTATIONS)
 )
 
 

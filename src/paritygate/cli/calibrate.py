@@ -28,6 +28,24 @@ def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
     return parsed
 
 
+def _builtins(text: str) -> tuple:
+    from ..calibration import BUILTIN_MUTATIONS
+    from ..errors import InputError
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(BUILTIN_MUTATIONS.values())
+    if names == ["none"]:
+        return ()
+    unknown = [n for n in names if n not in BUILTIN_MUTATIONS]
+    if unknown or not names:
+        raise InputError(
+            f"--mutations: unknown {', '.join(unknown) or 'empty list'}; "
+            f"use {', '.join(BUILTIN_MUTATIONS)}, 'all' or 'none'"
+        )
+    return tuple(BUILTIN_MUTATIONS[n] for n in names)
+
+
 @click.command("calibrate")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--claim", "claim_id", required=True, help="Id of the claim to calibrate.")
@@ -41,6 +59,9 @@ def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
               help="Widen the bound for a named source of spread, e.g. 'other machine=2'. Repeatable.")
 @click.option("--model-mutation", "model_mutations", multiple=True, metavar="NAME=MODULE:FUNCTION",
               help="A mutated candidate (same calling convention as the candidate runner). Repeatable.")
+@click.option("--mutations", "mutation_names", default="all", show_default=True, metavar="LIST",
+              help="Built-in output mutations, comma-separated: noise, spike, shift, swap, float16, "
+              "bfloat16; 'all' or 'none'.")
 @click.option("--write", is_flag=True, help="Store bound, status = calibrated and the basis in the spec.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the raw distributions and the proposal as JSON.")
@@ -56,6 +77,7 @@ def calibrate_command(
     reorder: bool,
     margins: tuple[str, ...],
     model_mutations: tuple[str, ...],
+    mutation_names: str,
     write: bool,
     json_path: Path | None,
     plot_path: Path | None,
@@ -83,6 +105,7 @@ def calibrate_command(
             reorder=reorder,
             margin_for=_pairs(margins, "--margin", number=True),
             model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
+            mutations=_builtins(mutation_names),
             min_cases=min_cases,
         )
     except RunFailure as exc:
