@@ -1,0 +1,142 @@
+"""The runners ``parity.toml`` gates against each other; each turns one case file into outputs.
+
+Every runner returns ``sample`` (the final float32 sample) and ``image`` (decoded to [0, 1]);
+cache candidates also report ``skipped_steps`` (the activity counter of the skip-band claims).
+
+All MLX runners share one model and two pipelines over it (uncompiled and compiled), so that a
+cache that fails to restore what it replaced leaks into the next vanilla run, which is exactly
+what the paired oracle's check (b) looks for. Each cache run installs the cache, generates and
+uninstalls it again, the way an application toggles it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "case_inputs",
+    "shared_model",
+    "shared_pipeline",
+    "vanilla",
+    "vanilla_compiled",
+    "proxy_noop",
+    "eager_noop",
+    "proxy_cached",
+    "eager_cached",
+    "torch_twin",
+    "torch_twin_block_scaled",
+]
+
+_STATE: dict[str, Any] = {}
+
+
+def case_inputs(case: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(noise (1, 16, 16) float32, label (1,) int32) of a spec case (or a path to its file)."""
+    if hasattr(case, "load"):
+        data = case.load()
+    else:
+        with np.load(case, allow_pickle=False) as npz:
+            data = {k: npz[k] for k in npz.files}
+    return data["noise"][None].astype(np.float32), np.array([int(data["label"])], dtype=np.int32)
+
+
+def shared_model():
+    if "model" not in _STATE:
+        from model import load_model
+
+        _STATE["model"] = load_model()
+    return _STATE["model"]
+
+
+def shared_pipeline(compiled: bool = False):
+    key = "compiled" if compiled else "eager"
+    if key not in _STATE:
+        from model import Pipeline
+
+        _STATE[key] = Pipeline(shared_model(), compiled=compiled)
+    return _STATE[key]
+
+
+def _outputs(sample: Any, skipped: int | None = None) -> dict[str, Any]:
+    from common import decode
+
+    sample = np.array(sample)[0]
+    out: dict[str, Any] = {"sample": sample, "image": decode(sample)}
+    if skipped is not None:
+        out["skipped_steps"] = np.int64(skipped)
+    return out
+
+
+def vanilla(case: Any) -> dict[str, Any]:
+    """The reference: the uncompiled MLX pipeline without any cache."""
+    return _outputs(shared_pipeline().sample(*case_inputs(case)))
+
+
+def vanilla_compiled(case: Any) -> dict[str, Any]:
+    """The MLX pipeline with ``mx.compile``-d predict."""
+    return _outputs(shared_pipeline(compiled=True).sample(*case_inputs(case)))
+
+
+def _cached(case: Any, variant: str, compiled: bool, threshold: float | None) -> dict[str, Any]:
+    import teacache
+
+    pipeline = shared_pipeline(compiled)
+    thresh = teacache.DEFAULT_THRESHOLD if threshold is None else threshold
+    cache = teacache.install(pipeline, variant, rel_l1_thresh=thresh)
+    try:
+        sample = pipeline.sample(*case_inputs(case))
+    finally:
+        teacache.uninstall(pipeline)
+    return _outputs(sample, cache.skips_per_run[-1])
+
+
+def proxy_noop(case: Any) -> dict[str, Any]:
+    """ProxyTeaCache at rel_l1_thresh = 0 on the uncompiled pipeline."""
+    return _cached(case, "proxy", False, 0.0)
+
+
+def eager_noop(case: Any) -> dict[str, Any]:
+    """EagerTeaCache at rel_l1_thresh = 0 replacing the compiled pipeline's predict."""
+    return _cached(case, "eager", True, 0.0)
+
+
+def proxy_cached(case: Any) -> dict[str, Any]:
+    """ProxyTeaCache at the default threshold."""
+    return _cached(case, "proxy", False, None)
+
+
+def eager_cached(case: Any) -> dict[str, Any]:
+    """EagerTeaCache at the default threshold on the compiled pipeline."""
+    return _cached(case, "eager", True, None)
+
+
+def _torch_model():
+    if "torch" not in _STATE:
+        import torch
+
+        from torch_twin import load_torch_model
+
+        torch.set_num_threads(1)
+        _STATE["torch"] = load_torch_model()
+    return _STATE["torch"]
+
+
+def torch_twin(case: Any) -> dict[str, Any]:
+    """The PyTorch twin (same weights, PyTorch CPU kernels)."""
+    from torch_twin import sample_torch
+
+    return _outputs(sample_torch(_torch_model(), *case_inputs(case)))
+
+
+def torch_twin_block_scaled(case: Any, index: int = 3, factor: float = 1.01) -> dict[str, Any]:
+    """The twin with body block ``index``'s update scaled by ``factor`` (a model-level bug)."""
+    from torch_twin import mutate_block, sample_torch
+
+    model = _torch_model()
+    restore = mutate_block(model, index, factor)
+    try:
+        return _outputs(sample_torch(model, *case_inputs(case)))
+    finally:
+        restore()

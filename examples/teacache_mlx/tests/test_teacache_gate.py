@@ -1,0 +1,46 @@
+"""The spec as a whole: the gate enforces every claim, and the README publishes exactly the
+numbers the gate enforces (claims check), in both directions."""
+
+from __future__ import annotations
+
+import shutil
+
+from paritygate.cli import main
+from paritygate.gate import run_gate
+
+
+def test_gate_evaluates_and_holds_every_claim(spec):
+    """Two cases keep the run short; the full run is ``paritygate gate parity.toml``."""
+    result = run_gate(spec, cases=["seed0-digit0", "seed7-digit7"], hardware="linux-x86-64")
+    failures = [(v.claim_id, v.candidate, v.case, [f.describe() for f in v.failures])
+                for v in result.verdicts if not v.passed]
+    assert result.passed, (failures, result.errors, result.drift)
+    assert {v.claim_id for v in result.verdicts} == set(spec.claims)
+    assert not result.not_evaluated
+    noop = [v for v in result.verdicts if v.oracle == "no-op"]
+    assert noop and all(v.observed == 0.0 for v in noop)
+    cached = [v for v in result.verdicts if v.claim_id == "cache-ssim"]
+    assert len(cached) == 4 and all(v.observed < 1.0 for v in cached)
+
+
+def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path):
+    readme = example_on_path / "README.md"
+    spec = example_on_path / "parity.toml"
+    assert main(["claims", "check", str(readme), "--spec", str(spec)]) == 0
+
+
+def test_a_readme_promising_more_than_the_gate_enforces_fails(example_on_path, tmp_path, capsys):
+    project = tmp_path / "teacache_mlx"
+    project.mkdir()
+    shutil.copy(example_on_path / "parity.toml", project)
+    shutil.copytree(example_on_path / "cases", project / "cases")
+    shutil.copytree(example_on_path / "calibration", project / "calibration")
+    text = (example_on_path / "README.md").read_text()
+    marker = "<!-- claim: twin-max-abs -->"
+    line = next(l for l in text.splitlines() if marker in l)
+    tighter = line.replace("2.9e-06", "1e-06", 1)
+    assert tighter != line
+    (project / "README.md").write_text(text.replace(line, tighter))
+    code = main(["claims", "check", str(project / "README.md"), "--spec", str(project / "parity.toml")])
+    assert code == 1
+    assert "twin-max-abs" in capsys.readouterr().out
