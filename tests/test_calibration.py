@@ -230,3 +230,26 @@ def test_only_the_claims_outputs_are_read():
     assert result.outputs == ["hidden"] and result.proposal == "tolerance"
     with pytest.raises(InputError, match=r"is not numeric"):
         calibrate(with_extras, 16)
+
+
+def test_write_bound_returns_plain_fields_and_refuses_a_refused_result(tmp_path):
+    from spec_helpers import TINY_SPEC, make_project
+
+    from paritygate.calibration import write_bound
+    from paritygate.spec import load_spec
+
+    spec = make_project(tmp_path, TINY_SPEC)
+    result = calibrate(twin, 16, outputs=["hidden"], claim_id="y-close")
+    fields = write_bound(spec, "y-close", result)
+    assert json.loads(json.dumps(fields))["basis"]["n"] == 16
+    claim = load_spec(spec).claims["y-close"]
+    assert (claim.bound, claim.status) == (result.proposed_bound, "calibrated")
+
+    before = spec.read_text()
+    refused = calibrate(
+        lambda case: (model(inputs(case), np.float64), model(inputs(case), np.float16)),
+        16, outputs=["hidden"], mutations=[additive_noise(1e-5)],
+    )
+    with pytest.raises(InputError, match="calibration refused, nothing written: no gap"):
+        write_bound(spec, "y-close", refused)
+    assert spec.read_text() == before

@@ -954,7 +954,7 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
         fields["oracle"] = "equivalence"
 
     update_claim(spec_path, claim_id, **fields)
-    return fields
+    return {**fields, "basis": result.basis()}  # plain data for the caller
 
 
 def _toml_basis(basis: dict[str, Any]) -> Any:
