@@ -253,3 +253,14 @@ def test_write_bound_returns_plain_fields_and_refuses_a_refused_result(tmp_path)
     with pytest.raises(InputError, match="calibration refused, nothing written: no gap"):
         write_bound(spec, "y-close", refused)
     assert spec.read_text() == before
+
+
+def test_write_bound_refuses_another_claims_calibration(tmp_path):
+    from spec_helpers import TINY_SPEC, make_project
+
+    from paritygate.calibration import write_bound
+
+    spec = make_project(tmp_path, TINY_SPEC)
+    result = calibrate(twin, 16, outputs=["hidden"], claim_id="other-claim")
+    with pytest.raises(InputError, match="measured claim 'other-claim', not 'y-close'"):
+        write_bound(spec, "y-close", result)

@@ -275,6 +275,7 @@ class CalibrationResult:
             "mode": self.mode,
             "n": self.n,
             "repeats": self.repeats,
+            "outputs": list(self.outputs),
             "largest_noise": dist.largest_noise,
             "smallest_bug": dist.smallest_bug,
             "smallest_bug_mutation": dist.smallest_bug_mutation or "",
@@ -941,6 +942,10 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
     """
     if result.refused:
         raise InputError(f"calibration refused, nothing written: {result.reason}", where=str(spec_path))
+    if result.claim_id and result.claim_id != claim_id:
+        raise InputError(
+            f"this calibration measured claim {result.claim_id!r}, not {claim_id!r}", where=str(spec_path)
+        )
     fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(result.basis())}
     if result.proposal == "exact":
         fields.update(metric="exact", bound=0, mode=result.mode)
