@@ -982,10 +982,8 @@ def _toml_basis(basis: dict[str, Any]) -> Any:
 
 def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
     """Histograms of the noise and of each mutation's signal on the claim's metric, with the bound."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # A bare Figure (no pyplot): no global backend or figure state is touched.
+    from matplotlib.figure import Figure
 
     dist = result.claim_metric
     log = dist.direction == "max"
@@ -999,7 +997,8 @@ def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
             out.append(max(x, 1e-300))
         return out
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
     series = [("noise", transform(dist.noise))] + [(n, transform(v)) for n, v in dist.bugs.items()]
     finite = [x for _, values in series for x in values if x > 1e-300]
     low, high = (min(finite), max(finite)) if finite else (1e-12, 1.0)
@@ -1022,5 +1021,4 @@ def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out)
-    plt.close(fig)
     return out
