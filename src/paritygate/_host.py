@@ -19,28 +19,11 @@ from .errors import InputError
 __all__ = ["flatten", "synchronize_tree", "to_numpy"]
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Named leaves of an output tree (``a/b/0``); a bare leaf is named ``output``."""
-    try:
-        from .outputs import flatten_outputs
-    except ImportError:
-        flatten_outputs = None
-    if flatten_outputs is not None:
-        return dict(flatten_outputs(tree))
-    leaves: dict[str, Any] = {}
-    _flatten_into(tree, prefix, leaves)
-    return leaves
+def flatten(tree: Any) -> dict[str, Any]:
+    """Named leaves of an output tree (``a/b/0``; a bare leaf is named ``""``)."""
+    from .outputs import flatten_outputs
 
-
-def _flatten_into(tree: Any, prefix: str, leaves: dict[str, Any]) -> None:
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            _flatten_into(value, f"{prefix}/{key}" if prefix else str(key), leaves)
-    elif isinstance(tree, (list, tuple)):
-        for i, value in enumerate(tree):
-            _flatten_into(value, f"{prefix}/{i}" if prefix else str(i), leaves)
-    else:
-        leaves[prefix or "output"] = tree
+    return dict(flatten_outputs(tree))
 
 
 def _backend(obj: Any) -> Any | None:
