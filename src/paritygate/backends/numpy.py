@@ -311,6 +311,8 @@ class _Partials:
         "rtol_needed",
         "key",  # largest excess among elements that differ (inf for a non-finite mismatch)
     )
+    # max_excess is also taken over the elements that differ: an equal element is never a
+    # mismatch, so the verdict and the reported excess of a failure do not depend on it.
     INT_FIELDS = (
         "n_finite",
         "mismatches",
@@ -332,18 +334,20 @@ class _Partials:
         self.f[:, self.FLOAT_FIELDS.index("max_excess")] = -np.inf
         self.f[:, self.FLOAT_FIELDS.index("key")] = -np.inf
 
-    def fcol(self, field: str) -> np.ndarray:
-        return self.f[:, self.FLOAT_FIELDS.index(field)]
-
-    def icol(self, field: str) -> np.ndarray:
-        return self.i[:, self.INT_FIELDS.index(field)]
-
 
 _F = {name_: i for i, name_ in enumerate(_Partials.FLOAT_FIELDS)}
 _I = {name_: i for i, name_ in enumerate(_Partials.INT_FIELDS)}
 
 
 def _block_stats(
+    ac: np.ndarray, ec: np.ndarray, s: _Settings, frow: np.ndarray, irow: np.ndarray, ws: _Workspace
+) -> None:
+    # Overflow (squares of values beyond 1e154) and inf - inf are accounted, not warned about.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        _block_stats_quiet(ac, ec, s, frow, irow, ws)
+
+
+def _block_stats_quiet(
     ac: np.ndarray, ec: np.ndarray, s: _Settings, frow: np.ndarray, irow: np.ndarray, ws: _Workspace
 ) -> None:
     a64, e64, d = _as_float64(ac, ec, s.mode, ws)
@@ -532,8 +536,13 @@ def _block_elements(
         candidate = (candidate & ~nonfinite) | nf_mismatch
     positions = np.flatnonzero(candidate)
     if positions.size > k:
-        # Stable selection: largest excess first, then the lowest index.
-        order = np.lexsort((positions, -excess[positions]))[:k]
+        values = excess[positions]
+        # Keep what ties with or beats the k-th largest excess (a linear-time partition), then
+        # order those few: largest excess first, then the lowest index.
+        kth = np.partition(values, values.size - k)[values.size - k]
+        keep = values >= kth
+        positions, values = positions[keep], values[keep]
+        order = np.lexsort((positions, -values))[:k]
         positions = positions[order]
     out = []
     for p in positions:

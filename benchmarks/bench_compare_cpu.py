@@ -1,0 +1,209 @@
+"""CPU comparison speed and memory: paritygate against numpy.testing and torch.testing.
+
+Two float32 arrays of 64 Mi elements (256 MiB each). For each case (passing, failing with a few
+elements out of bounds, failing with every element out of bounds) the contestants run
+interleaved in the same process, several rounds, and the script prints the best and median
+times and the ratios the project tracks:
+
+* required: paritygate's full report (metrics, worst-k, text rendering) at least 10x faster than
+  ``numpy.testing.assert_allclose`` on a failing comparison;
+* goal: at most 3x the time of one read of both arrays (``a.sum(); b.sum()``).
+
+Extra memory of each paritygate kernel is measured in a child process (so that one
+measurement cannot hide another's peak): the tracemalloc peak, and the peak RSS (sampled every
+0.5 ms by a thread) over the RSS just before the comparison.
+
+    python benchmarks/bench_compare_cpu.py [--size-mi 64] [--rounds 3] [--skip-torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+ATOL = 1e-5
+RTOL = 1e-5
+CHUNK = 1 << 22
+
+
+def make_arrays(n: int, case: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """expected and actual, built chunk by chunk so that no whole-array temporary exists."""
+    rng = np.random.default_rng(seed)
+    expected = np.empty(n, np.float32)
+    actual = np.empty(n, np.float32)
+    for start in range(0, n, CHUNK):
+        stop = min(start + CHUNK, n)
+        block = rng.standard_normal(stop - start, dtype=np.float32)
+        expected[start:stop] = block
+        if case == "pass":
+            noise = rng.standard_normal(stop - start, dtype=np.float32) * np.float32(1e-7)
+            np.add(block, noise, out=actual[start:stop])
+        elif case == "fail-dense":
+            noise = rng.standard_normal(stop - start, dtype=np.float32) * np.float32(1e-3)
+            np.add(block, noise, out=actual[start:stop])
+        else:
+            actual[start:stop] = block
+    if case == "fail-sparse":
+        actual[::1000] += np.float32(1e-2)  # 67 109 elements out of bounds, in every block
+    return actual, expected
+
+
+def paritygate_report(actual: np.ndarray, expected: np.ndarray, kernel: str) -> bool:
+    from paritygate import compare
+    from paritygate.reports.text import format_comparison
+
+    os.environ["PARITYGATE_KERNEL"] = kernel
+    # ULP distances, cosine and worst-k are computed and rendered; the bounds are assert_allclose's.
+    result = compare(actual, expected, atol=ATOL, rtol=RTOL, worst_k=10)
+    format_comparison(result)
+    return result.passed
+
+
+def numpy_allclose(actual: np.ndarray, expected: np.ndarray) -> bool:
+    try:
+        np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL)
+    except AssertionError:
+        return False
+    return True
+
+
+def torch_close(actual: np.ndarray, expected: np.ndarray) -> bool:
+    import torch
+
+    try:
+        torch.testing.assert_close(torch.from_numpy(actual), torch.from_numpy(expected), rtol=RTOL, atol=ATOL)
+    except AssertionError:
+        return False
+    return True
+
+
+def one_read(actual: np.ndarray, expected: np.ndarray) -> bool:
+    actual.sum()
+    expected.sum()
+    return True
+
+
+def memory_child(kernel: str, size_mi: int, case: str) -> None:
+    """Child process: print the extra memory of one paritygate comparison as JSON."""
+    import threading
+
+    import psutil
+
+    n = size_mi * 2**20
+    actual, expected = make_arrays(n, case)
+    # Compile / warm up on a small slice first: the JIT's own memory is not the comparison's.
+    paritygate_report(actual[: 1 << 20], expected[: 1 << 20], kernel)
+    process = psutil.Process()
+    rss_before = process.memory_info().rss
+    peak_rss = rss_before
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_rss
+        while not done.is_set():
+            peak_rss = max(peak_rss, process.memory_info().rss)
+            time.sleep(0.0005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    tracemalloc.start()
+    paritygate_report(actual, expected, kernel)
+    _, traced_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    done.set()
+    sampler.join()
+    peak_rss = max(peak_rss, process.memory_info().rss)
+    print(
+        json.dumps(
+            {
+                "tracemalloc_peak_mib": traced_peak / 2**20,
+                "rss_peak_growth_mib": (peak_rss - rss_before) / 2**20,
+            }
+        )
+    )
+
+
+def timed(fn, *args) -> tuple[float, bool]:
+    start = time.perf_counter()
+    ok = fn(*args)
+    return time.perf_counter() - start, ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mi", type=int, default=64, help="elements per array, in Mi")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--memory-child", nargs=2, metavar=("KERNEL", "CASE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child[0], args.size_mi, args.memory_child[1])
+        return
+
+    n = args.size_mi * 2**20
+    print(f"python {platform.python_version()}, numpy {np.__version__}, cores {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"two float32 arrays of {args.size_mi} Mi elements ({n * 4 / 2**20:.0f} MiB each), "
+          f"atol={ATOL:g} rtol={RTOL:g}; best / median of {args.rounds} interleaved rounds")
+    contestants = [
+        ("one read (a.sum(); b.sum())", one_read, ()),
+        ("paritygate, numba kernel", paritygate_report, ("numba",)),
+        ("paritygate, numpy kernel", paritygate_report, ("numpy",)),
+        ("numpy.testing.assert_allclose", numpy_allclose, ()),
+    ]
+    if not args.skip_torch:
+        contestants.append(("torch.testing.assert_close", torch_close, ()))
+    # Warm-up: imports and compilation are not part of the comparison.
+    small_a, small_e = make_arrays(1 << 20, "fail-sparse")
+    for _, fn, extra in contestants:
+        fn(small_a, small_e, *extra)
+
+    summary: dict[str, dict[str, float]] = {}
+    for case in ("pass", "fail-sparse", "fail-dense"):
+        actual, expected = make_arrays(n, case)
+        times: dict[str, list[float]] = {name: [] for name, _, _ in contestants}
+        verdicts: dict[str, bool] = {}
+        for _ in range(args.rounds):
+            for name, fn, extra in contestants:
+                seconds, ok = timed(fn, actual, expected, *extra)
+                times[name].append(seconds)
+                verdicts[name] = ok
+        print(f"\ncase {case}:")
+        best = {name: min(ts) for name, ts in times.items()}
+        for name, ts in times.items():
+            verdict = "" if name.startswith("one read") else ("passed" if verdicts[name] else "failed")
+            print(f"  {name:32s} best {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s  {verdict}")
+        read = best["one read (a.sum(); b.sum())"]
+        for kernel in ("numba", "numpy"):
+            ours = best[f"paritygate, {kernel} kernel"]
+            line = (f"  {kernel} kernel: {best['numpy.testing.assert_allclose'] / ours:6.1f}x faster than "
+                    f"assert_allclose, {ours / read:6.1f}x one read")
+            if not args.skip_torch:
+                line += f", {best['torch.testing.assert_close'] / ours:5.1f}x faster than torch assert_close"
+            print(line)
+        summary[case] = best
+        del actual, expected
+
+    print("\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / fail-dense):")
+    for kernel in ("numba", "numpy"):
+        for case in ("fail-sparse", "fail-dense"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--size-mi", str(args.size_mi), "--memory-child", kernel, case],
+                capture_output=True, text=True, check=True,
+            )
+            data = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"  {kernel:5s} {case:11s}: tracemalloc peak {data['tracemalloc_peak_mib']:6.1f} MiB, "
+                  f"peak RSS growth {data['rss_peak_growth_mib']:6.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
