@@ -11,6 +11,11 @@ counted; the outputs of the first call of every block are checked against each o
 probability claim's bound (the code timed is the code gated); raw samples kept. The whole
 experiment runs ``--runs`` times to show the run-to-run variability of p50 / p90.
 
+A second workload times whole files (offline use): the 256 chunks of the same case per call,
+the reference and ONNX Runtime chunk by chunk as ``get_speech_timestamps`` does, the MLX port
+through its whole-waveform path (front end and encoder batched over all chunks, the LSTM
+sequential); outputs checked against each other per block.
+
     python bench.py --runs 2 --json bench-results/cpu.json
 """
 
@@ -144,6 +149,32 @@ def main(argv: list[str] | None = None) -> int:
     prov = provenance(chunks)
     print(json.dumps(prov, indent=1))
 
+    file_results = []
+    for run in range(args.runs):
+        for name, fn in (("mlx", lambda it: runners.mlx_probabilities(case.samples, case.rate)),
+                         ("onnxruntime",
+                          lambda it: runners.onnx_probabilities(case.samples, case.rate))):
+            result = run_bench(
+                lambda it: runners.reference_probabilities(case.samples, case.rate), fn,
+                workload=f"whole file ({chunks.shape[0]} chunks), torchscript vs {name}",
+                blocks=args.blocks, block_size=3, warmup=2, sync=lambda value: None,
+                check_outputs=lambda a, b: a.shape == b.shape and float(np.abs(a - b).max()) <= bound,
+                provenance={**prov, "candidate": name, "run": run,
+                            "workload": "whole file, 1 call per case"})
+            file_results.append(result)
+            b, c = result.baseline.summary(), result.candidate.summary()
+            print(f"run {run} file {name:<12} torchscript p50 {b['p50_s'] * 1e3:.1f} ms | {name} "
+                  f"p50 {c['p50_s'] * 1e3:.1f} ms | {result.verdict}")
+    file_summary = {}
+    for name in ("torchscript", "mlx", "onnxruntime"):
+        sides = [r.baseline if name == "torchscript" else r.candidate for r in file_results
+                 if name == "torchscript" or r.provenance["candidate"] == name]
+        p50 = [s.summary()["p50_s"] * 1e3 for s in sides]
+        file_summary[name] = {"p50_ms": [round(v, 2) for v in p50],
+                              "p50_ms_median": round(float(np.median(p50)), 1),
+                              "p50_ms_spread": round(max(p50) - min(p50), 1)}
+    print(json.dumps({"whole_file_ms": file_summary}, indent=1))
+
     results = []
     for run in range(args.runs):
         for name, make in (("mlx", mlx_stream), ("onnxruntime", onnx_stream)):
@@ -177,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "format": "silero-vad-mlx-bench", "provenance": prov, "summary_ms": summary,
-            "speedup_vs_torchscript": speedups,
-            "results": [r.to_dict() for r in results]}, indent=1) + "\n")
+            "speedup_vs_torchscript": speedups, "whole_file_ms": file_summary,
+            "whole_file_speedup_vs_torchscript": {
+                name: [round(r.speedup, 3) for r in file_results
+                       if r.provenance["candidate"] == name] for name in ("mlx", "onnxruntime")},
+            "results": [r.to_dict() for r in results],
+            "whole_file_results": [r.to_dict() for r in file_results]}, indent=1) + "\n")
     return 0
 
 
