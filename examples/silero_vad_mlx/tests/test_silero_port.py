@@ -19,18 +19,23 @@ def live_reference(cases, runners):
     return {c.name: runners.reference_probabilities(c.samples, c.rate) for c in cases}
 
 
-def test_live_reference_matches_the_stored_one(cases, live_reference):
+def test_live_reference_matches_the_stored_one(cases, live_reference, vad_gate, bounds):
     # The stored references are what `make demo` gates against without torch: they must be what
-    # this torch / silero-vad produces today, bit for bit (otherwise re-record deliberately).
+    # this torch / silero-vad produces today. On the machine that recorded them they are equal
+    # bit for bit; another CPU may round torch's kernels differently, which must stay far inside
+    # the probability claim (otherwise re-record deliberately).
     for case in cases:
-        np.testing.assert_array_equal(live_reference[case.name], case.reference,
-                                      err_msg=f"{case.name}: stored reference is stale")
+        comparison = vad_gate.check_probabilities(live_reference[case.name], case.reference,
+                                                  max_abs=bounds["max_abs"] / 10,
+                                                  min_cosine=None, case=case.name)
+        assert comparison, f"{case.name}: stored reference is stale\n{comparison}"
 
 
 @pytest.mark.parametrize("candidate", ["mlx", "onnxruntime"])
 def test_candidate_meets_the_probability_and_edge_claims(candidate, cases, live_reference,
                                                          runners, vad_gate, bounds):
     run = runners.mlx_probabilities if candidate == "mlx" else runners.onnx_probabilities
+    observed = []
     for case in cases:
         probs = run(case.samples, case.rate)
         ref = live_reference[case.name]
@@ -38,10 +43,11 @@ def test_candidate_meets_the_probability_and_edge_claims(candidate, cases, live_
         comparison = vad_gate.check_probabilities(probs, ref, max_abs=bounds["max_abs"],
                                                   min_cosine=bounds["min_cosine"], case=case.name)
         assert comparison, comparison
-        # Not trivially met: the port differs from the reference, by less than the bound.
-        assert 0 < comparison["probabilities"].max_abs <= bounds["max_abs"] or probs.size == 1
+        observed.append(comparison["probabilities"].max_abs)
         edges = vad_gate.check_segments(probs, ref, case, max_edge_delta=bounds["edges"])
         assert edges, edges.describe()
+    # Not trivially met: another numerical path, so the probabilities do differ (within bounds).
+    assert 0 < max(observed) <= bounds["max_abs"]
 
 
 def test_a_case_sits_near_the_threshold(cases, live_reference):
