@@ -331,3 +331,38 @@ def test_comparison_table_renders_every_output():
 def test_public_api_exported():
     for name in ("compare", "compare_output", "flatten_outputs", "assert_parity"):
         assert name in paritygate.__all__ and hasattr(paritygate, name)
+
+
+def test_framework_tensor_goes_to_its_backend():
+    import torch
+
+    e = np.linspace(-1, 1, 100, dtype=np.float32)
+    t = torch.from_numpy(e.copy())
+    t[7] += 0.5
+    out = compare({"x": t}, {"x": e}, atol=1e-3)["x"]
+    assert out.backend == "torch"
+    assert out.mismatches == 1 and out.worst[0].index == (7,)
+    assert compare({"x": torch.from_numpy(e.copy())}, {"x": e}).passed
+
+
+def test_two_frameworks_meet_on_the_host_and_say_so():
+    import mlx.core as mx
+    import torch
+
+    e = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = e.copy()
+    a[2, 1] = 100.0
+    out = compare(torch.from_numpy(a), mx.array(e), atol=1e-3)[""]
+    assert "different frameworks" in out.promotion
+    assert "torch" in out.promotion and "mlx" in out.promotion
+    assert out.mismatches == 1 and out.worst[0].index == (2, 1)
+    assert compare(torch.from_numpy(e), mx.array(e)).passed
+
+
+def test_jax_arrays_compare_with_numpy():
+    import jax.numpy as jnp
+
+    e = np.ones(5, np.float32)
+    out = compare(jnp.asarray(e) * 2, e, atol=0.5)[""]
+    assert out.mismatches == 5 and out.max_abs == 1.0
+    assert compare(jnp.asarray(e), e).passed
