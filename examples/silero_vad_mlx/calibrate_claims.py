@@ -41,6 +41,7 @@ MUTATIONS = {
     "stft-zero-padding": PortVariant(stft_zero_padding=True),
     "lstm-gates-ifog": PortVariant(lstm_gate_order="ifog"),
     "context-two-chunks-back": PortVariant(context_lag=2),
+    "context-from-the-chunk-itself": PortVariant(context_lag=0),
     "state-in-float16": PortVariant(state_dtype="float16"),
 }
 EDGE_CASES = {"silence", "shorter_than_chunk"}

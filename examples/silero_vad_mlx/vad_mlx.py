@@ -55,7 +55,7 @@ class PortVariant:
 
     stft_zero_padding: bool = False  # pad the STFT input with zeros instead of reflecting it
     lstm_gate_order: str = "ifgo"  # order the four gate blocks of the LSTM weights are read in
-    context_lag: int = 1  # context taken from the chunk this many chunks back (faithful: 1)
+    context_lag: int = 1  # context from the chunk this many chunks back (faithful: 1; 0: itself)
     state_dtype: str = "float32"  # dtype the (h, c) state is stored in between chunks
 
     @property
@@ -180,7 +180,9 @@ class SileroVAD:
         if self._last_rate and self._last_rate != rate:
             self.reset_states()
         lag = self.variant.context_lag
-        if len(self._contexts) >= lag:
+        if lag == 0:
+            context = mx.array(samples[-model.context:])[None, :]
+        elif len(self._contexts) >= lag:
             context = self._contexts[-lag]
         else:
             context = mx.zeros((1, model.context), dtype=mx.float32)
@@ -215,7 +217,9 @@ class SileroVAD:
         chunks = padded.reshape(n_chunks, model.chunk)
         lag = self.variant.context_lag
         contexts = np.zeros((n_chunks, model.context), dtype=np.float32)
-        if n_chunks > lag:
+        if lag == 0:
+            contexts[:] = chunks[:, -model.context:]
+        elif n_chunks > lag:
             contexts[lag:] = chunks[: n_chunks - lag, -model.context:]
         x = mx.array(np.concatenate([contexts, chunks], axis=1))
         features = self._encode(model, x)  # (n_chunks, 128)

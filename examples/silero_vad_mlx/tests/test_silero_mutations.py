@@ -11,6 +11,7 @@ MUTATIONS = {
     "stft-zero-padding": ({"stft_zero_padding": True}, "clean_speech"),
     "lstm-gates-ifog": ({"lstm_gate_order": "ifog"}, "clean_speech"),
     "context-two-chunks-back": ({"context_lag": 2}, "short_pauses"),
+    "context-from-the-chunk-itself": ({"context_lag": 0}, "clean_speech"),
     "state-in-float16": ({"state_dtype": "float16"}, "speech_32k"),
 }
 
