@@ -102,7 +102,7 @@ def test_one_evaluation(monkeypatch):
 
 
 def test_cosine_of_x_with_itself_is_one_within_1e_12_on_cpu():
-    x = mx.random.uniform(-1e3, 1e3, (1 << 26,), key=mx.random.key(0))
+    x = mx.random.uniform(-1e3, 1e3, (1 << 24,), key=mx.random.key(0))
     mx.eval(x)
     result = mlx_backend.compare_arrays(x, x, Tolerance(min_cosine=1 - 1e-12), "x")
     assert abs(result.cosine - 1.0) <= 1e-12 and result.passed

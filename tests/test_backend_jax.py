@@ -1,0 +1,171 @@
+"""The JAX backend: agreement with the host engine, failures, one wait, and no host copies."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from backend_reference import cases, check, reference, run_isolated
+from paritygate.backends import get_backend
+from paritygate.backends import jax as jax_backend
+from paritygate.errors import InputError
+from paritygate.results import Tolerance
+
+CASES = cases()
+# Without x64 JAX has no float64 / int64 arrays: those cases run under jax.enable_x64.
+NEEDS_X64 = ("float64", "int64")
+
+
+def x64_for(*arrays: np.ndarray) -> bool:
+    return any(a.dtype.name in NEEDS_X64 for a in arrays)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_agrees_with_reference(case):
+    name, a, e, tol = case
+    with jax.enable_x64(x64_for(a, e)):
+        result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
+    # Without x64 the sums are float32: agreement within the stated float32 bound.
+    rel, cos = (1e-9, 1e-12) if x64_for(a, e) else (1e-6, 1e-7)
+    check(result, reference(a, e, tol), rel=rel, cosine_abs=cos)
+    assert result.backend == "jax"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_agrees_with_reference_in_x64(case):
+    name, a, e, tol = case
+    with jax.enable_x64(True):
+        check(jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name), reference(a, e, tol))
+
+
+@pytest.mark.parametrize("case", CASES[:8:3] + CASES[-6:], ids=lambda c: c[0])
+def test_numpy_on_the_other_side(case):
+    name, a, e, tol = case
+    with jax.enable_x64(True):
+        check(jax_backend.compare_arrays(jnp.asarray(a), e, tol, name), reference(a, e, tol))
+        check(jax_backend.compare_arrays(a, jnp.asarray(e), tol, name), reference(a, e, tol))
+
+
+def test_float64_numpy_side_without_x64_is_compared_on_the_host():
+    a = np.linspace(0, 1, 100, dtype=np.float32)
+    e = a.astype(np.float64) + 1e-12  # a difference float32 cannot hold
+    result = jax_backend.compare_arrays(jnp.asarray(a), e, Tolerance(), "x")
+    assert result.backend != "jax" and "without x64" in result.promotion
+    assert not result.passed and result.mismatches == reference(a, e, Tolerance()).mismatches
+
+
+def test_many_chunks_worst_across_chunks(monkeypatch):
+    monkeypatch.setattr(jax_backend, "CHUNK", 1000)  # 38 chunks, a short last one
+    with jax.enable_x64(True):
+        for name, a, e, tol in CASES:
+            if name in ("float32-planted", "nonfinite", "uint8", "bool"):
+                check(jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name), reference(a, e, tol))
+
+
+def test_pass_and_fail_with_the_right_failures():
+    x = jax.random.normal(jax.random.key(1), (64, 64))
+    same = jax_backend.compare_arrays(x, x, Tolerance(max_ulp=0, min_cosine=1 - 1e-6), "y")
+    assert same.passed and same.mismatches == 0 and same.ulp_max == 0 and same.max_abs == 0
+    assert same.worst == []
+    y = np.array(x)
+    y[3, 5] += 0.5
+    y[60, 1] = np.nan
+    result = jax_backend.compare_arrays(jnp.asarray(y), x, Tolerance(atol=1e-3, max_ulp=8), "y")
+    assert not result.passed
+    assert {f.metric for f in result.failures} == {"elements", "nan", "ulp"}
+    assert result.mismatches == 2
+    assert result.worst[0].index == (60, 1) and result.worst[0].excess == math.inf
+    assert result.worst[1].index == (3, 5)
+    u = jax_backend.compare_arrays(
+        jnp.asarray([0, 7], dtype=jnp.uint8), jnp.asarray([255, 7], dtype=jnp.uint8), Tolerance(atol=254), "u"
+    )
+    assert not u.passed and u.max_abs == 255 and u.mismatches == 1
+
+
+def test_empty_and_bad_input():
+    empty = jnp.zeros((0, 3))
+    assert jax_backend.compare_arrays(empty, empty, Tolerance(min_cosine=0.9), "e").passed
+    with pytest.raises(InputError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
+        jax_backend.compare_arrays(jnp.zeros((2, 3)), jnp.zeros((3, 2)), Tolerance(), "o")
+
+
+def test_registry_and_describe():
+    x = jnp.zeros((2, 3), dtype=jnp.bfloat16)
+    assert get_backend(x) is jax_backend
+    shape, dtype, device = jax_backend.describe(x)
+    assert (shape, dtype) == ((2, 3), "bfloat16") and "cpu" in device.lower()
+    assert jax_backend.to_numpy(x).dtype.name == "bfloat16"
+
+
+def test_one_wait_for_many_chunks(monkeypatch):
+    """Every chunk is queued; the host waits once (one device_get), never per chunk."""
+    gets = []
+    real_get = jax.device_get
+    monkeypatch.setattr(jax, "device_get", lambda x: (gets.append(1), real_get(x))[1])
+    monkeypatch.setattr(jax_backend, "CHUNK", 4096)
+    a = jax.random.normal(jax.random.key(2), (100_000,))
+    result = jax_backend.compare_arrays(a, a + 1, Tolerance(), "x")
+    assert not result.passed and result.mismatches == 100_000
+    assert len(gets) == 1
+
+
+def test_cosine_of_x_with_itself_is_one_within_1e_12_in_x64():
+    with jax.enable_x64(True):
+        x = jax.random.uniform(jax.random.key(0), (1 << 24,), jnp.float32, -1e3, 1e3)
+        result = jax_backend.compare_arrays(x, x, Tolerance(min_cosine=1 - 1e-12), "x")
+    assert abs(result.cosine - 1.0) <= 1e-12 and result.passed
+
+
+def test_float32_accumulation_bound():
+    """Without x64: sums within 1e-7 (relative) of float64, cosine within 1e-8 (docstring bound)."""
+    n = 1 << 24
+    x = jax.random.uniform(jax.random.key(3), (n,), jnp.float32, -1e3, 1e3)
+    y = x + jax.random.normal(jax.random.key(4), (n,))
+    r32 = jax_backend.compare_arrays(x, y, Tolerance(), "x")
+    with jax.enable_x64(True):
+        r64 = jax_backend.compare_arrays(x, y, Tolerance(), "x")
+    assert abs(r32.mean_abs - r64.mean_abs) <= 1e-7 * r64.mean_abs
+    assert abs(r32.cosine - r64.cosine) <= 1e-8
+    assert abs(r32.max_abs - r64.max_abs) <= 2**-23 * r64.max_abs
+
+
+def test_host_memory_two_1gib_arrays():
+    """Two 1 GiB JAX arrays on the CPU (failing everywhere): at most 64 MiB more host memory."""
+    values = run_isolated(
+        """
+        import resource, jax, jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        from paritygate.backends import jax as jb
+        from paritygate.results import Tolerance
+        n = (1 << 30) // 8  # 1 GiB of float64 each
+        a = jnp.sin(jnp.arange(n, dtype=jnp.float64))
+        b = (a + 1e-3).block_until_ready()
+        # The first call compiles the step for these shapes (XLA's compiler takes ~100 MiB once);
+        # the bound is on the comparison itself, measured on the second call.
+        jb.compare_arrays(a, b, Tolerance(max_ulp=0), "compile")
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        r = jb.compare_arrays(a, b, Tolerance(max_ulp=0), "big")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("extra_mib=", (peak - base) / 1024)
+        print("mismatches=", r.mismatches)
+        print("worst=", len(r.worst))
+        """
+    )
+    assert values["mismatches"] == (1 << 30) // 8 and values["worst"] == 10
+    assert values["extra_mib"] <= 64, values
+
+
+def test_compare_dispatches_arrays_to_this_backend():
+    from paritygate import compare
+
+    x = jnp.linspace(-1, 1, 1000)
+    tree_a = {"logits": x, "boxes": {"editor": x[:10] + 1}}
+    tree_e = {"logits": np.array(x), "boxes": {"editor": x[:10]}}
+    result = compare(tree_a, tree_e, atol=1e-6)
+    assert not result.passed
+    assert result["logits"].backend == "jax" and result["logits"].passed
+    assert result["boxes/editor"].backend == "jax" and result["boxes/editor"].mismatches == 10
