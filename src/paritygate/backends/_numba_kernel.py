@@ -80,6 +80,7 @@ def _build() -> Any:
         dot = 0.0
         na = 0.0
         ne = 0.0
+        sum_abs = 0.0
         differ = 0
         for i in range(a.size):
             x = np.float64(a[i])
@@ -87,8 +88,9 @@ def _build() -> Any:
             dot += x * y
             na += x * x
             ne += y * y
+            sum_abs += abs(x - y)
             differ += a[i] != e[i]
-        return dot, na, ne, differ
+        return dot, na, ne, sum_abs, differ
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def kernel(a, e, ua, ue, block, sub, first, last, mode, atol, rtol, rel_eps, equal_nan, use_ulp, low, max_ulp, fout, iout):
@@ -120,7 +122,7 @@ def _build() -> Any:
                 # the negative-index wraparound that would block vectorization.
                 sa = a[sub_start:sub_stop]
                 se = e[sub_start:sub_stop]
-                s_dot, s_na, s_ne, s_differ = sums(sa, se)
+                s_dot, s_na, s_ne, s_abs, s_differ = sums(sa, se)
                 # Any NaN or infinity makes a norm non-finite: that sub-block takes the exact
                 # element-by-element accounting.
                 checked = mode == 0 and not (math.isfinite(s_na) and math.isfinite(s_ne))
@@ -128,6 +130,8 @@ def _build() -> Any:
                     dot += s_dot
                     na += s_na
                     ne += s_ne
+                    if mode == 0:
+                        sum_abs += s_abs
                     if s_differ == 0:
                         continue  # equal sub-block: nothing but the sums above
                 if use_ulp:
@@ -191,7 +195,10 @@ def _build() -> Any:
                     ae = abs(y)
                     if d > max_abs:
                         max_abs = d
-                    sum_abs += d
+                    if checked or mode != 0:
+                        # Integers: the exact difference (the float64 one in sums() can lose
+                        # low bits of wide integers).
+                        sum_abs += d
                     # Divisions only where the quotient can beat the running maximum m: since
                     # m is a float, d / q > m implies d >= fl(m * q), so no candidate is
                     # skipped and the result is the max of the rounded quotients, exactly as
