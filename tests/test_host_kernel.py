@@ -311,3 +311,16 @@ def test_float16_and_bfloat16_on_the_host_path():
     h = np.linspace(-4, 4, 3 * BLOCK).astype(np.float16)
     out = host.compare_arrays(h, h.astype(np.float32), Tolerance(max_ulp=0), "x")
     assert out.passed and out.ulp_dtype == "float16"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cosine_of_huge_float64_values(kernel):
+    # Squares of values beyond 1e154 overflow float64; the cosine must not.
+    rng = np.random.default_rng(4)
+    e = rng.normal(size=BLOCK + 5) * 1e200
+    a = e.copy()
+    a[3] = -a[3]
+    reference = 1 - 2 * (e[3] / 1e200) ** 2 / np.sum((e / 1e200) ** 2)
+    out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
+    assert out.cosine == pytest.approx(reference, abs=1e-12)
+    assert host.compare_arrays(e, e.copy(), Tolerance(min_cosine=1 - 1e-12), "x", kernel=kernel).passed

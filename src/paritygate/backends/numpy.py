@@ -622,6 +622,11 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
         stats.dot = float(f[:, _F["dot"]].sum())
         stats.norm_actual_sq = float(f[:, _F["norm_actual_sq"]].sum())
         stats.norm_expected_sq = float(f[:, _F["norm_expected_sq"]].sum())
+        sums = (stats.dot, stats.norm_actual_sq, stats.norm_expected_sq)
+        if stats.n_finite and not all(math.isfinite(x) for x in sums):
+            # Squares beyond float64 (values above ~1e154): the cosine is scale-invariant, so
+            # the three sums are recomputed with each side scaled by a power of two.
+            stats.dot, stats.norm_actual_sq, stats.norm_expected_sq = _scaled_products(pair)
         stats.max_excess = float(f[:, _F["max_excess"]].max())
         stats.atol_needed = float(f[:, _F["atol_needed"]].max())
         stats.rtol_needed = float(f[:, _F["rtol_needed"]].max())
@@ -638,6 +643,35 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
     )
     stats.worst = _worst(pair, s, f[:, _F["key"]], k)
     return stats
+
+
+def _finite_blocks(pair: _Pair) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """float64 blocks of both sides with the positions that are non-finite on either side zeroed."""
+    for _start, ac, ec in _blocks(pair):
+        a64 = ac.astype(np.float64)
+        e64 = ec.astype(np.float64)
+        bad = ~(np.isfinite(a64) & np.isfinite(e64))
+        a64[bad] = 0.0
+        e64[bad] = 0.0
+        yield a64, e64
+
+
+def _scaled_products(pair: _Pair) -> tuple[float, float, float]:
+    """(sum a e, sum a^2, sum e^2) of a / 2**p and e / 2**q, the largest magnitudes brought near 1."""
+    peak_a = peak_e = 0.0
+    for a64, e64 in _finite_blocks(pair):
+        peak_a = max(peak_a, float(np.abs(a64).max()))
+        peak_e = max(peak_e, float(np.abs(e64).max()))
+    scale_a = math.ldexp(1.0, -math.frexp(peak_a)[1]) if peak_a else 1.0
+    scale_e = math.ldexp(1.0, -math.frexp(peak_e)[1]) if peak_e else 1.0
+    dot = na = ne = 0.0
+    for a64, e64 in _finite_blocks(pair):
+        a64 *= scale_a
+        e64 *= scale_e
+        dot += float(np.dot(a64, e64))
+        na += float(np.dot(a64, a64))
+        ne += float(np.dot(e64, e64))
+    return dot, na, ne
 
 
 def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]:
