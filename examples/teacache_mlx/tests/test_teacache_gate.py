@@ -6,21 +6,26 @@ from __future__ import annotations
 import shutil
 
 from paritygate.cli import main
-from paritygate.gate import run_gate
+from paritygate.gate import current_hardware, run_gate
 
 
 def test_gate_evaluates_and_holds_every_claim(spec):
     """Two cases keep the run short; the full run is ``paritygate gate parity.toml``."""
-    result = run_gate(spec, cases=["seed0-digit0", "seed7-digit7"], hardware="linux-x86-64")
+    result = run_gate(spec, cases=["seed0-digit0", "seed7-digit7"])
     failures = [(v.claim_id, v.candidate, v.case, [f.describe() for f in v.failures])
                 for v in result.verdicts if not v.passed]
     assert result.passed, (failures, result.errors, result.drift)
-    assert {v.claim_id for v in result.verdicts} == set(spec.claims)
-    assert not result.not_evaluated
+    # Claims calibrated for another hardware class are listed, by name, as not evaluated.
+    here = set(current_hardware(spec))
+    expected = {cid for cid, claim in spec.claims.items() if claim.hardware in here}
+    assert {v.claim_id for v in result.verdicts} == expected
+    assert {n.claim_id for n in result.not_evaluated} == set(spec.claims) - expected
+    assert {"proxy-noop", "eager-noop", "compiled-noop"} <= expected  # hold on any machine
     noop = [v for v in result.verdicts if v.oracle == "no-op"]
-    assert noop and all(v.observed == 0.0 for v in noop)
+    assert len(noop) == 6 and all(v.observed == 0.0 for v in noop)
     cached = [v for v in result.verdicts if v.claim_id == "cache-ssim"]
-    assert len(cached) == 4 and all(v.observed < 1.0 for v in cached)
+    assert all(v.observed < 1.0 for v in cached)
+    assert len(cached) == (4 if "cache-ssim" in expected else 0)
 
 
 def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path):
