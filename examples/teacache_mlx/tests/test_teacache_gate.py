@@ -28,6 +28,15 @@ def test_gate_evaluates_and_holds_every_claim(spec):
     assert len(cached) == (4 if "cache-ssim" in expected else 0)
 
 
+def test_one_claim_through_the_pytest_plugin(paritygate_claim):
+    """The project's own suite enforces a claim through paritygate's pytest fixture."""
+    result = paritygate_claim("../parity.toml", "proxy-noop", case="seed3-digit3")
+    (verdict,) = result.verdicts
+    assert verdict.passed and verdict.oracle == "no-op"
+    paired = verdict.evidence["paired"]
+    assert paired["run_counts"] == {"baseline": 3, "candidate": 3}
+
+
 def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path):
     readme = example_on_path / "README.md"
     spec = example_on_path / "parity.toml"
