@@ -198,3 +198,20 @@ def test_record_command_prints_the_diff_before_replacing(tmp_path, capsys):
     assert main(["record", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.index("difference against the previous reference") < out.index("re-recorded 2 cases")
+
+
+def test_recording_identical_outputs_twice_gives_identical_bytes(tmp_path):
+    """References are fingerprinted by sha256: the same outputs must give the same files."""
+    import json as _json
+
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    from spec_helpers import make_project
+
+    spec_path = make_project(tmp_path)
+    first = record(load_spec(spec_path))
+    hashes = _json.loads((first.folder / "manifest.json").read_text())["files"]
+    for _ in range(3):
+        again = record(load_spec(spec_path), before_replace=lambda diff: True)
+        assert _json.loads((again.folder / "manifest.json").read_text())["files"] == hashes

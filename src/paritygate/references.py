@@ -13,7 +13,9 @@ Before the old reference is replaced, :func:`record` computes a diff against it.
 
 Format history (``FORMAT_VERSION``; a reference of another version is *tainted*: re-record):
     1 — paritygate 0.1.0: safetensors per case, manifest.json with sha256 of every file and a
-        digest of its own canonical JSON.
+        digest of its own canonical JSON. The safetensors header metadata (informational, never
+        read back) is one key, ``paritygate``, holding sorted JSON, so identical outputs record
+        to identical bytes.
 """
 
 from __future__ import annotations
@@ -368,7 +370,10 @@ def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: d
         rel = f"outputs/{case_name}.safetensors"
         tensors = {name: np.ascontiguousarray(array) for name, array in tree.items()}
         try:
-            save_file(tensors, str(tmp / rel), metadata={"format": FORMAT, "format_version": str(FORMAT_VERSION), "case": case_name})
+            # One metadata key holding sorted JSON: safetensors writes several keys in hash order,
+            # which would give identical outputs different bytes (and sha256) on every record.
+            info = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, "case": case_name}, sort_keys=True)
+            save_file(tensors, str(tmp / rel), metadata={"paritygate": info})
         except Exception as exc:  # e.g. a dtype safetensors cannot store
             raise RecordError(f"cannot store the outputs of case {case_name} as safetensors: {exc}") from None
         with open(tmp / rel, "rb") as handle:
