@@ -171,3 +171,24 @@ def test_compare_dispatches_arrays_to_this_backend():
     assert not result.passed
     assert result["logits"].backend == "mlx" and result["logits"].passed
     assert result["boxes/editor"].backend == "mlx" and result["boxes/editor"].mismatches == 10
+
+
+def test_gpu_flow_control_window_gives_the_same_result(monkeypatch):
+    """The GPU's flow-control window (forced here on the CPU) waits on old chunks, nothing else."""
+    from paritygate.backends._device import plan
+
+    evals = []
+    real_eval = mx.eval
+    monkeypatch.setattr(mx, "eval", lambda *xs: (evals.append(len(xs)), real_eval(*xs)))
+    n = 50_000
+    x = mx.random.normal((n,), key=mx.random.key(5))
+    y = x + mx.random.normal((n,), key=mx.random.key(6)) * 1e-3
+    real_eval(x, y)
+    p = plan((n,), (n,), "float32", "float32", "x")
+    tol = Tolerance(atol=1e-3)
+    side = mlx_backend._Side
+    plain, kk = mlx_backend._reduce(side(x), side(y), p, tol, acc_float64=False, chunk=1000)
+    evals.clear()
+    windowed, kk2 = mlx_backend._reduce(side(x), side(y), p, tol, acc_float64=False, chunk=1000, window=3)
+    assert len(evals) == 50 - 3 + 1  # one wait per chunk past the window, one final evaluation
+    assert kk == kk2 and np.array_equal(plain, windowed)

@@ -185,34 +185,50 @@ def cuda_available() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
-def test_cuda_agrees_with_reference_and_stays_on_device(monkeypatch):
+@pytest.mark.parametrize("kernel", ["auto", "chunked"])
+def test_cuda_agrees_with_reference_and_stays_on_device(monkeypatch, kernel):
+    """CUDA tensors, fused (Triton, where installed) and chunked: the host's numbers, on device."""
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, kernel)
     for name, a, e, tol in CASES:
         result = torch_backend.compare_arrays(to_torch(a).cuda(), to_torch(e).cuda(), tol, name)
-        check(result, reference(a, e, tol))
+        check(result, reference(a, e, tol), rel=1e-6)
         assert result.backend == "torch"
     # numpy on the other side moves to the device chunk by chunk
     name, a, e, tol = next(c for c in CASES if c[0] == "nonfinite")
     check(torch_backend.compare_arrays(to_torch(a).cuda(), e, tol, name), reference(a, e, tol))
-    # bounded device memory: two 1 GiB bf16 tensors, at most 1 GiB extra
+    # bounded device memory and no host copies: two 1 GiB bf16 tensors, at most 1 GiB extra
     n = 1 << 29
     x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     y = x + 1
     torch.cuda.synchronize()
+    moved = []
+    for method_name in ("cpu", "numpy", "__array__", "__dlpack__"):
+        original = getattr(torch.Tensor, method_name)
+
+        def guarded(self, *args, _original=original, **kwargs):
+            moved.append(self.numel())
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, method_name, guarded)
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
-    result = torch_backend.compare_arrays(x, y, Tolerance(), "big")
+    result = torch_backend.compare_arrays(x, y, Tolerance(max_ulp=0), "big")
     extra = torch.cuda.max_memory_allocated() - before
-    assert not result.passed and result.mismatches == n
+    assert not result.passed and result.mismatches == n and len(result.worst) == 10
     assert extra <= 1 << 30, extra
+    assert max(moved) <= LIMIT, moved
 
 
-def test_compare_dispatches_tensors_to_this_backend():
-    from paritygate import compare
-
-    x = torch.linspace(-1, 1, 1000)
-    tree_a = {"logits": x, "boxes": {"editor": x[:10] + 1}}
-    tree_e = {"logits": x.numpy().copy(), "boxes": {"editor": x[:10].clone()}}
-    result = compare(tree_a, tree_e, atol=1e-6)
-    assert not result.passed
-    assert result["logits"].backend == "torch" and result["logits"].passed
-    assert result["boxes/editor"].backend == "torch" and result["boxes/editor"].mismatches == 10
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
+def test_cuda_cosine_within_1e_12_and_triton_matches_chunked(monkeypatch):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(1 << 26, generator=g, device="cuda") * 2e3 - 1e3
+    y = (x + torch.randn(1 << 26, generator=g, device="cuda")).to(torch.bfloat16)
+    r = torch_backend.compare_arrays(x, x.clone(), Tolerance(min_cosine=1 - 1e-12), "x")
+    assert abs(r.cosine - 1.0) <= 1e-12 and r.passed
+    tol = Tolerance(atol=0.5, rtol=1e-3, max_ulp=1)
+    fused = torch_backend.compare_arrays(y, x, tol, "x")
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, "chunked")
+    chunked = torch_backend.compare_arrays(y, x, tol, "x")
+    check(fused, chunked, rel=1e-9)

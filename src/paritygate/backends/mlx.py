@@ -4,7 +4,9 @@ The output pair is reduced chunk by chunk (``CHUNK`` elements): every chunk yiel
 of partial sums, maxima, counts and its k candidates of largest excess, scheduled with
 ``mx.async_eval`` (which does not wait) so that the device frees each chunk's temporaries before
 the next; the rows are combined and the k best candidates selected in the same graph, and a single
-blocking ``mx.eval`` waits for the result. Only ``len(STATS)`` numbers and 3k candidate values are
+blocking ``mx.eval`` waits for the result. On a GPU the host also waits for the chunk
+``WINDOW_GPU`` places back before scheduling another (flow control that reads nothing back), since
+scheduled chunks hold their temporaries and the host outruns the device. Only ``len(STATS)`` numbers and 3k candidate values are
 then read back. A numpy array on the other side is copied into MLX one chunk at a time, each chunk
 evaluated before the next copy.
 
@@ -38,7 +40,13 @@ __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_
 
 name = "mlx"
 
-CHUNK = 1 << 17  # 128 Ki elements per chunk: float64 temporaries of 1 MiB
+CHUNK = 1 << 17  # elements per chunk on the CPU: float64 temporaries of 1 MiB
+CHUNK_GPU = 1 << 22  # on a GPU: float32 temporaries of 16 MiB, fewer kernel launches
+# On a GPU the host schedules chunks far faster than the device runs them, and every scheduled
+# chunk holds its temporaries: without a window, two 2 GiB arrays took 9.9 GB of extra memory on
+# an H200. The host therefore waits for the chunk WINDOW_GPU places back before scheduling the
+# next one (flow control only: nothing is read back), bounding the extra memory to a few chunks.
+WINDOW_GPU = 4
 PAIRWISE_BLOCK = 1024
 
 _ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -244,7 +252,10 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         device = mx.cpu  # float64 exists on the CPU only
     ktol = kernel_tolerance(p, tolerance)
     with mx.stream(device):
-        host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=device == mx.cpu)
+        on_cpu = device == mx.cpu
+        chunk = CHUNK if on_cpu else CHUNK_GPU
+        window = None if on_cpu else WINDOW_GPU
+        host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=on_cpu, chunk=chunk, window=window)
     n = len(STATS)
     rest = host[n:]
     stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], ktol)
@@ -262,7 +273,16 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     )
 
 
-def _reduce(side_a: _Side, side_e: _Side, p: Any, tol: Tolerance, *, acc_float64: bool) -> tuple:
+def _reduce(
+    side_a: _Side,
+    side_e: _Side,
+    p: Any,
+    tol: Tolerance,
+    *,
+    acc_float64: bool,
+    chunk: int | None = None,
+    window: int | None = None,
+) -> tuple:
     mx = _mx()
     import numpy as np
 
@@ -278,23 +298,26 @@ def _reduce(side_a: _Side, side_e: _Side, p: Any, tol: Tolerance, *, acc_float64
     # once, at the final mx.eval. A numpy side enters MLX by copy (mx.array), so there each
     # chunk is evaluated before the next copy is made, keeping one chunk's copy alive at a time.
     from_numpy = side_a.flat is None or side_e.flat is None
+    chunk = chunk or CHUNK
     total = mx.zeros((ns,), dtype=acc)
     comp = mx.zeros((ns,), dtype=acc)
     rows, offsets = [], []
-    for start in range(0, p.size, CHUNK):
-        stop = min(start + CHUNK, p.size)
+    for start in range(0, p.size, chunk):
+        stop = min(start + chunk, p.size)
         row = _chunk_stats(side_a.chunk(start, stop), side_e.chunk(start, stop), p, tol, acc, k)
         if from_numpy:
             mx.eval(row)
         else:
             mx.async_eval(row)
+            if window and len(rows) >= window:
+                mx.eval(rows[-window])  # flow control (see WINDOW_GPU): waits, copies nothing
         if acc_float64:
             total = total + row[:ns]
         else:
             total, comp = _neumaier(total, comp, row[:ns])
         rows.append(row)
         offsets.append(start)
-    kk_chunk = min(k, CHUNK) if k else 0
+    kk_chunk = min(k, chunk) if k else 0
     width = nstats + 4 * kk_chunk
     if rows[-1].size != width:  # a short last chunk has fewer candidates: pad with -inf ranks
         short = (rows[-1].size - nstats) // 4

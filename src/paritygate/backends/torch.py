@@ -14,6 +14,11 @@ integer values beyond 2**53 are reported rounded to float64 in the worst-k list.
 compared as 0/1 exactly.
 
 A numpy array on the other side is moved to the tensor's device one chunk at a time.
+
+Two contiguous CUDA tensors of bfloat16 / float16 / float32 take a fused Triton kernel when Triton
+is installed (:mod:`paritygate.backends._triton`): one pass over both tensors, the same
+definitions, the same single transfer. ``PARITYGATE_TORCH_KERNEL=chunked`` forces the chunked
+path (``triton`` demands the kernel).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ CHUNK_CPU = 1 << 18  # 256 Ki elements: float64 temporaries of 2 MiB, cache-frie
 CHUNK_DEVICE = 1 << 22  # 4 Mi elements: ~15 float64 temporaries stay well under 1 GiB
 
 _ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | chunked | triton
 
 
 def _torch() -> Any:
@@ -258,7 +264,10 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     side_a, side_e = _Side(actual, device, path), _Side(expected, device, path)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     ktol = kernel_tolerance(p, tolerance)
-    stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
+    if _use_triton(actual, expected, p):
+        stats_vec, worst = _reduce_triton(actual, expected, p, ktol)
+    else:
+        stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
     stats = raw_stats(p, *_split(stats_vec, worst), ktol)
     return finish(
         stats,
@@ -272,6 +281,42 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         ulp_dtype=p.ulp_dtype,
         backend=name,
     )
+
+
+def _use_triton(actual: Any, expected: Any, p: Any) -> bool:
+    """The fused kernel for float CUDA tensors, unless PARITYGATE_TORCH_KERNEL=chunked."""
+    import os
+
+    choice = os.environ.get(KERNEL_ENV, "auto").lower()
+    if choice not in ("auto", "chunked", "triton"):
+        raise InputError(f"{KERNEL_ENV} must be auto, chunked or triton, got {choice!r}")
+    if choice == "chunked":
+        return False
+    from . import _triton
+
+    if choice == "triton" and not _triton.supports(actual, expected, p):
+        raise InputError(
+            f"{KERNEL_ENV}=triton needs Triton and two contiguous CUDA tensors of bfloat16, "
+            "float16 or float32",
+            where=p.path or None,
+        )
+    return _triton.supports(actual, expected, p)
+
+
+def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance) -> tuple:
+    torch = _torch()
+    from . import _triton
+
+    acc = torch.float64
+
+    def revisit(a: Any, e: Any, k: int) -> tuple:
+        return _chunk_stats(a, e, p, tol, acc, k, True)[1]
+
+    with torch.no_grad():
+        parts, kk = _triton.reduce(actual.detach(), expected.detach(), p, tol, acc, revisit)
+        # The single device-to-host transfer (and the single synchronization) of the comparison.
+        host = torch.cat([x.to(acc).reshape(-1) for x in parts]).cpu().numpy()
+    return host, kk
 
 
 def _split(host: Any, k: int) -> tuple:

@@ -1,0 +1,216 @@
+"""GPU benchmark of the device backends, with the anchors run side by side in the same process.
+
+torch (CUDA): two 4 GiB bfloat16 tensors (2**31 elements each).
+  anchors: one read of both tensors (``x.sum(); y.sum()``), torch.testing.assert_close passing and
+  failing; paritygate's torch backend (fused Triton kernel, and the chunked torch path) passing
+  and failing. For each: median time, extra device memory (max_memory_allocated delta), and the
+  largest number of elements any ``.cpu()`` / ``.numpy()`` / ``__array__`` / ``__dlpack__`` call
+  moved to the host (intercepted).
+MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1-D arrays of
+  2**31 elements): one read of both, and paritygate's MLX backend passing and failing.
+
+Usage: python benchmarks/bench_compare_gpu.py torch|mlx [--tune] [--json OUT.json]
+Prints one line per measurement and the ratios to one read of both arrays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def bench_torch(reps: int, tune: bool) -> dict:
+    import os
+
+    import torch
+
+    from paritygate.backends import torch as torch_backend
+    from paritygate.results import Tolerance
+
+    dev = torch.device("cuda")
+    n = 1 << 31
+    x = torch.randn(n, device=dev, dtype=torch.bfloat16)
+    x2 = x.clone()
+    y = x + (torch.randn(n, device=dev, dtype=torch.bfloat16) * 0.01)
+    torch.cuda.synchronize()
+    out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "elements": n}
+
+    moved = []
+
+    def intercept():
+        for name in ("cpu", "numpy", "__array__", "__dlpack__"):
+            original = getattr(torch.Tensor, name)
+
+            def guarded(self, *a, _original=original, **k):
+                moved.append(self.numel())
+                return _original(self, *a, **k)
+
+            setattr(torch.Tensor, name, guarded)
+
+    def timed(fn, warm: int = 2, reps: int = reps) -> tuple[float, int]:
+        for _ in range(warm):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        extra = torch.cuda.max_memory_allocated() - before
+        return statistics.median(times) * 1e3, extra
+
+    def read():
+        x.sum(dtype=torch.float32)
+        y.sum(dtype=torch.float32)
+
+    out["read_ms"], _ = timed(read)
+
+    def assert_close_pass():
+        torch.testing.assert_close(x, x2, atol=1e-3, rtol=0)
+
+    def assert_close_fail():
+        try:
+            torch.testing.assert_close(y, x, atol=1e-3, rtol=0)
+        except AssertionError:
+            pass
+
+    out["assert_close_pass_ms"], out["assert_close_pass_extra_bytes"] = timed(assert_close_pass, warm=1)
+    out["assert_close_fail_ms"], out["assert_close_fail_extra_bytes"] = timed(assert_close_fail, warm=1)
+
+    tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
+    if tune:
+        # Launch shapes of the fused kernel, timed on the failing pair; the fastest is kept.
+        from paritygate.backends import _triton
+
+        os.environ["PARITYGATE_TORCH_KERNEL"] = "triton"
+        configs = [(1 << 14, 1 << 10, 8), (1 << 14, 1 << 10, 4), (1 << 14, 1 << 9, 4), (1 << 16, 1 << 10, 8),
+                   (1 << 15, 1 << 11, 8), (1 << 13, 1 << 10, 4)]
+        timings = {}
+        for block, tile, warps in configs:
+            _triton.BLOCK, _triton.TILE, _triton.NUM_WARPS = block, tile, warps
+            try:
+                ms, _ = timed(lambda: torch_backend.compare_arrays(y, x, tol, "x"), warm=1, reps=3)
+            except Exception as exc:
+                out[f"tune_{block}_{tile}_{warps}_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                continue
+            timings[(block, tile, warps)] = ms
+            out[f"tune_block{block}_tile{tile}_warps{warps}_ms"] = ms
+        if timings:
+            best = min(timings, key=timings.get)
+            _triton.BLOCK, _triton.TILE, _triton.NUM_WARPS = best
+            out["triton_config"] = {"BLOCK": best[0], "TILE": best[1], "NUM_WARPS": best[2]}
+        os.environ.pop("PARITYGATE_TORCH_KERNEL")
+
+    intercept()
+    results = {}
+
+    for kernel in ("triton", "chunked"):
+        os.environ["PARITYGATE_TORCH_KERNEL"] = kernel
+        for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
+            moved.clear()
+            holder = {}
+
+            def run(a=a, e=e, holder=holder):
+                holder["r"] = torch_backend.compare_arrays(a, e, tol, "x")
+
+            k_reps = reps if kernel == "triton" else 1
+            key = f"paritygate_{kernel}_{case}"
+            try:
+                ms, extra = timed(run, warm=2 if kernel == "triton" else 1, reps=k_reps)
+            except Exception as exc:  # report and go on with the other path
+                out[key + "_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+                continue
+            r = holder["r"]
+            out[key + "_ms"] = ms
+            out[key + "_extra_bytes"] = extra
+            out[key + "_max_elements_to_host"] = max(moved) if moved else 0
+            out[key + "_calls_to_host_per_run"] = len(moved) / (k_reps + (2 if kernel == "triton" else 1))
+            results[key] = r
+        os.environ.pop("PARITYGATE_TORCH_KERNEL")
+    if "paritygate_triton_fail" not in results or "paritygate_chunked_fail" not in results:
+        return out
+    t, c = results["paritygate_triton_fail"], results["paritygate_chunked_fail"]
+    out["fail_mismatches"] = t.mismatches
+    out["fail_failures"] = [f.metric for f in t.failures]
+    out["fail_cosine"] = t.cosine
+    out["kernels_agree"] = (
+        t.mismatches == c.mismatches
+        and t.ulp_max == c.ulp_max
+        and t.ulp_nonzero == c.ulp_nonzero
+        and abs(t.max_abs - c.max_abs) <= 1e-12
+        and abs(t.mean_abs - c.mean_abs) <= 1e-9 * c.mean_abs
+        and abs(t.cosine - c.cosine) <= 1e-12
+        and [w.excess for w in t.worst] == [w.excess for w in c.worst]
+    )
+    out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
+    return out
+
+
+def bench_mlx(reps: int) -> dict:
+    import mlx.core as mx
+
+    from paritygate.backends import mlx as mlx_backend
+    from paritygate.results import Tolerance
+
+    out: dict = {"device": str(mx.default_device()), "mlx": mx.__version__}
+    shape = (1 << 15, 1 << 15)
+    x = mx.random.normal(shape).astype(mx.bfloat16)
+    x2 = mx.array(x)
+    y = (x + mx.random.normal(shape) * 0.01).astype(mx.bfloat16)
+    mx.eval(x, x2, y)
+    out["elements"] = x.size
+
+    def timed(fn, warm: int = 2) -> tuple[float, int]:
+        for _ in range(warm):
+            fn()
+        mx.synchronize()
+        mx.reset_peak_memory()
+        before = mx.get_active_memory()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            mx.synchronize()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3, mx.get_peak_memory() - before
+
+    out["read_ms"], _ = timed(lambda: mx.eval(x.astype(mx.float32).sum(), y.astype(mx.float32).sum()))
+    tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
+    for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
+        holder = {}
+        ms, extra = timed(lambda a=a, e=e: holder.update(r=mlx_backend.compare_arrays(a, e, tol, "x")), warm=1)
+        out[f"paritygate_{case}_ms"] = ms
+        out[f"paritygate_{case}_extra_bytes"] = extra
+        out[f"paritygate_{case}_mismatches"] = holder["r"].mismatches
+        out[f"paritygate_{case}_passed"] = bool(holder["r"].passed)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("framework", choices=("torch", "mlx"))
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--tune", action="store_true", help="time launch shapes of the fused kernel first")
+    args = parser.parse_args()
+    out = bench_torch(args.reps, args.tune) if args.framework == "torch" else bench_mlx(args.reps)
+    out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    read = out["read_ms"]
+    for key, value in out.items():
+        line = f"{key}: {value}"
+        if key.endswith("_ms") and key != "read_ms":
+            line += f"  ({value / read:.2f}x one read of both)"
+        print(line, flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()
