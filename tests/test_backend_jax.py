@@ -169,3 +169,12 @@ def test_compare_dispatches_arrays_to_this_backend():
     assert not result.passed
     assert result["logits"].backend == "jax" and result["logits"].passed
     assert result["boxes/editor"].backend == "jax" and result["boxes/editor"].mismatches == 10
+
+
+def test_complex_arrays_fall_back_to_the_host_and_say_so():
+    a = np.array([1 + 2j, 3 - 1j], dtype=np.complex64)
+    e = a.copy()
+    e[1] += 0.5
+    result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), Tolerance(atol=1e-3), "c")
+    assert not result.passed and result.mismatches == 1 and "on the host" in result.promotion
+    assert result.worst[0].index == (1, 0)

@@ -192,3 +192,12 @@ def test_gpu_flow_control_window_gives_the_same_result(monkeypatch):
     windowed, kk2 = mlx_backend._reduce(side(x), side(y), p, tol, acc_float64=False, chunk=1000, window=3)
     assert len(evals) == 50 - 3 + 1  # one wait per chunk past the window, one final evaluation
     assert kk == kk2 and np.array_equal(plain, windowed)
+
+
+def test_complex_arrays_fall_back_to_the_host_and_say_so():
+    a = np.array([1 + 2j, 3 - 1j], dtype=np.complex64)
+    e = a.copy()
+    e[1] += 0.5
+    result = mlx_backend.compare_arrays(mx.array(a), mx.array(e), Tolerance(atol=1e-3), "c")
+    assert not result.passed and result.mismatches == 1 and "on the host" in result.promotion
+    assert result.worst[0].index == (1, 0)

@@ -232,3 +232,18 @@ def test_cuda_cosine_within_1e_12_and_triton_matches_chunked(monkeypatch):
     monkeypatch.setenv(torch_backend.KERNEL_ENV, "chunked")
     chunked = torch_backend.compare_arrays(y, x, tol, "x")
     check(fused, chunked, rel=1e-9)
+
+
+def test_complex_tensors_compared_as_pairs_like_the_host():
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((30, 40)) + 1j * rng.standard_normal((30, 40))).astype(np.complex64)
+    e = a.copy()
+    e[3, 4] += 0.5j
+    tol = Tolerance(atol=1e-3, max_ulp=2)
+    for expected in (e, e.astype(np.complex128)):
+        result = torch_backend.compare_arrays(torch.from_numpy(a), torch.from_numpy(expected), tol, "c")
+        check(result, reference(a, expected, tol))
+        assert result.backend == "torch" and result.worst[0].index == (3, 4, 1)
+    assert torch_backend.compare_arrays(torch.from_numpy(a), a.copy(), tol, "c").passed
+    with pytest.raises(InputError, match="complex"):
+        torch_backend.compare_arrays(torch.from_numpy(a), a.real.copy(), tol, "c")

@@ -7,6 +7,9 @@ reduced and the k best candidates selected on the device, and a single transfer 
 synchronization) brings ``len(STATS) + 3k`` numbers to the host. Nothing else is copied: no
 ``.cpu()``, ``.numpy()``, ``__array__`` or ``__dlpack__`` on the data.
 
+Complex tensors are compared as (real, imaginary) pairs along a last axis of length 2
+(``torch.view_as_real``, no copy), as the host engine compares complex arrays.
+
 Accuracy: values are compared and sums accumulated in float64 (CPU and CUDA; MPS has no float64
 and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12. Integers are compared in float64
 with an exact inequality test, so no wrap-around occurs and a difference of one is never lost;
@@ -262,6 +265,8 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     torch = _torch()
     device = _device_of(actual, expected, path)
     side_a, side_e = _Side(actual, device, path), _Side(expected, device, path)
+    if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):
+        return _compare_complex(actual, expected, side_a, side_e, tolerance, path)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     ktol = kernel_tolerance(p, tolerance)
     if _use_triton(actual, expected, p):
@@ -281,6 +286,37 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         ulp_dtype=p.ulp_dtype,
         backend=name,
     )
+
+
+def _real_view(obj: Any) -> Any:
+    """A complex tensor or array as (real, imaginary) pairs along a new last axis, without a copy
+    where the layout allows it."""
+    torch = _torch()
+    if isinstance(obj, torch.Tensor):
+        return torch.view_as_real(obj.detach().resolve_conj())
+    import numpy as np
+
+    arr = np.ascontiguousarray(obj)
+    component = "float64" if arr.dtype == np.complex128 else "float32"
+    return arr[..., None].view(component)
+
+
+def _compare_complex(
+    actual: Any, expected: Any, side_a: _Side, side_e: _Side, tolerance: Tolerance, path: str
+) -> OutputComparison:
+    """Complex outputs as (real, imaginary) pairs, reported as the host engine reports them."""
+    from ..metrics import promote
+
+    if side_a.shape != side_e.shape:
+        plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)  # raises the shape error
+    compared_as, note, _ = promote(side_a.dtype, side_e.dtype, path=path)
+    component = "float64" if compared_as == "complex128" else "float32"
+    result = compare_arrays(_real_view(actual), _real_view(expected), tolerance, path)
+    pair_note = f"{compared_as} compared as ({component} real, imaginary) pairs: last index 0=real 1=imag"
+    result.dtype_actual, result.dtype_expected = side_a.dtype, side_e.dtype
+    result.compared_as = component
+    result.promotion = f"{note}; {pair_note}" if note else pair_note
+    return result
 
 
 def _use_triton(actual: Any, expected: Any, p: Any) -> bool:
