@@ -293,9 +293,17 @@ def record(spec: Spec, *, dry_run: bool = False,
     Raises DriftError (case inputs or the reference's pins disagree with the spec), RecordError
     (the reference runner failed or produced an undeclared output). Nothing is overwritten then.
     """
+    _check_before_record(spec)
+    # One record at a time, from running the reference to the swap: a second one fails fast
+    # instead of racing on the old reference or on importing the runner's modules.
+    with _lock(spec.references):
+        return _record_locked(spec, dry_run=dry_run, progress=progress, before_replace=before_replace)
+
+
+def _record_locked(spec: Spec, *, dry_run: bool, progress: Callable[[str, int, int], None] | None,
+                   before_replace: Callable[[list[str]], bool] | None) -> RecordResult:
     from .runners import RunFailure, make_runner
 
-    _check_before_record(spec)
     folder = spec.references
     runner = spec.reference
     outputs: dict[str, dict[str, Any]] = {}
@@ -329,33 +337,32 @@ def record(spec: Spec, *, dry_run: bool = False,
         except DriftError as exc:
             old_error = exc.message
 
-    with _lock(folder):
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
-        try:
-            os.chmod(tmp, 0o777 & ~_umask())
-            manifest = _write(spec, tmp, outputs, seconds)
-            diff = _diff(old, old_error, manifest, outputs)
-            if dry_run:
-                return RecordResult(folder, manifest, diff, replaced=folder.exists(), written=False)
-            replaced = folder.exists()
-            if replaced and before_replace is not None and not before_replace(diff):
-                return RecordResult(folder, manifest, diff, replaced=False, written=False)
-            if replaced:
-                retired = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
-                os.rmdir(retired)
-                os.rename(folder, retired)
-                try:
-                    os.rename(tmp, folder)
-                except BaseException:
-                    os.rename(retired, folder)
-                    raise
-                shutil.rmtree(retired, ignore_errors=True)
-            else:
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        manifest = _write(spec, tmp, outputs, seconds)
+        diff = _diff(old, old_error, manifest, outputs)
+        if dry_run:
+            return RecordResult(folder, manifest, diff, replaced=folder.exists(), written=False)
+        replaced = folder.exists()
+        if replaced and before_replace is not None and not before_replace(diff):
+            return RecordResult(folder, manifest, diff, replaced=False, written=False)
+        if replaced:
+            retired = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
+            os.rmdir(retired)
+            os.rename(folder, retired)
+            try:
                 os.rename(tmp, folder)
-            return RecordResult(folder, manifest, diff, replaced=replaced, written=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            except BaseException:
+                os.rename(retired, folder)
+                raise
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(tmp, folder)
+        return RecordResult(folder, manifest, diff, replaced=replaced, written=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: dict[str, float]) -> dict[str, Any]:
