@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -187,6 +188,86 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys):
         assert needle in lines[0], (needle, err)
         assert "Traceback" not in err
     assert not marker.exists()
+
+
+def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
+    """Files a user may hand over by mistake: each is refused in one line, nothing is unpickled."""
+    from safetensors.numpy import save_file
+
+    good = tmp_path / "good.npy"
+    np.save(good, np.arange(6, dtype=np.float32))
+    pickled_npy = tmp_path / "pickled.npy"
+    np.save(pickled_npy, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    raw_pickle = tmp_path / "raw.npy"
+    raw_pickle.write_bytes(pickle.dumps({"x": [1, 2]}))
+    save_file({"x": np.arange(6, dtype=np.float32)}, str(tmp_path / "full.safetensors"))
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes((tmp_path / "full.safetensors").read_bytes()[:-5])
+    truncated_npy = tmp_path / "truncated.npy"
+    truncated_npy.write_bytes(good.read_bytes()[:-4])
+    empty_npy = tmp_path / "empty.npy"
+    empty_npy.write_bytes(b"")
+    object_npz = tmp_path / "objects.npz"
+    np.savez(object_npz, x=np.array([None], dtype=object))
+    wide = tmp_path / "wide.npy"
+    np.save(wide, np.zeros((2, 3), np.float32))
+    empty_array = tmp_path / "nothing.npy"
+    np.save(empty_array, np.zeros(0, np.float32))
+    complex_npy = tmp_path / "complex.npy"
+    np.save(complex_npy, np.arange(6, dtype=np.complex64))
+    (tmp_path / "rect.json").write_text(json.dumps({"x": [[1, 2], [3, 4]]}))
+    (tmp_path / "ragged.json").write_text(json.dumps({"x": [[1, 2], [3]]}))
+    (tmp_path / "words.json").write_text(json.dumps({"x": "hello"}))
+    (tmp_path / "number.json").write_text(json.dumps({"x": 1.0}))
+    (tmp_path / "cut.json").write_text('{"x": [1, 2')
+    folder = tmp_path / "outputs.npy"
+    folder.mkdir()
+    cases = [
+        (pickled_npy, good, "pickled.npy: holds an object array"),
+        (raw_pickle, good, "raw.npy: is a pickle file, refused"),
+        (truncated, tmp_path / "full.safetensors", "truncated.safetensors: not a valid safetensors"),
+        (truncated_npy, good, "truncated.npy: corrupt or truncated .npy"),
+        (empty_npy, good, "empty.npy: is empty"),
+        (object_npz, object_npz, "objects.npz[x]: holds an object array"),
+        (wide, good, "good: shape mismatch: actual (2, 3) float32 vs expected (6,) float32"),
+        (empty_array, good, "shape mismatch: actual (0,) float32 vs expected (6,) float32"),
+        (complex_npy, good, "complex (complex64) against real (float32)"),
+        (tmp_path / "rect.json", tmp_path / "ragged.json", "x: structure mismatch"),
+        (tmp_path / "words.json", tmp_path / "number.json", "strings are only compared with strings"),
+        (tmp_path / "cut.json", tmp_path / "rect.json", "cut.json: invalid JSON at line 1"),
+        (folder, good, "outputs.npy: is a directory"),
+        (good, folder, "outputs.npy: is a directory"),
+        (tmp_path / "absent.npy", good, "absent.npy: file not found"),
+    ]
+    for actual, expected, needle in cases:
+        code, out, err = _run([str(actual), str(expected)], capsys)
+        assert (code, out) == (2, ""), (actual, expected, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("paritygate: error: "), err
+        assert needle in lines[0], (needle, err)
+
+
+def test_odd_but_valid_files_get_a_verdict(tmp_path, capsys):
+    """bfloat16 against float32, nested JSON lists and empty arrays are comparisons, not errors."""
+    from safetensors.numpy import save_file
+
+    values = np.arange(-4, 4, 0.5, dtype=np.float32)
+    save_file({"x": values.astype(ml_dtypes.bfloat16)}, str(tmp_path / "bf16.safetensors"))
+    save_file({"x": values}, str(tmp_path / "f32.safetensors"))
+    code, out, _ = _run([str(tmp_path / "bf16.safetensors"), str(tmp_path / "f32.safetensors")], capsys)
+    assert code == 0 and "bfloat16/float32" in out  # the bf16 grid holds these values exactly
+    save_file({"x": values + np.float32(1e-3)}, str(tmp_path / "shifted.safetensors"))
+    code, out, _ = _run([str(tmp_path / "bf16.safetensors"), str(tmp_path / "shifted.safetensors"),
+                         "--atol", "1e-4"], capsys)
+    assert code == 1 and "output x: FAIL" in out and "worst elements" in out
+    (tmp_path / "a.json").write_text(json.dumps({"x": [[1, 2], [3, 4]], "y": {"z": [[1.5]]}}))
+    (tmp_path / "b.json").write_text(json.dumps({"x": [[1, 2], [3, 5]], "y": {"z": [[1.5]]}}))
+    assert _run([str(tmp_path / "a.json"), str(tmp_path / "a.json")], capsys)[0] == 0
+    code, out, _ = _run([str(tmp_path / "a.json"), str(tmp_path / "b.json")], capsys)
+    assert code == 1 and "output x: FAIL" in out and "1,1" in out and "y/z" in out
+    np.save(tmp_path / "e1.npy", np.zeros((0, 3), np.float32))
+    np.save(tmp_path / "e2.npy", np.zeros((0, 3), np.float64))
+    assert _run([str(tmp_path / "e1.npy"), str(tmp_path / "e2.npy")], capsys)[0] == 0
 
 
 def test_bad_flag_values_exit_2(files, capsys):

@@ -93,6 +93,22 @@ def test_missing_and_extra_outputs_fail_without_error():
     assert compare({"x": np.ones(2)}, {"x": np.ones(2)}).passed
 
 
+def test_leaf_against_container_is_a_structure_mismatch_not_missing_outputs():
+    # Same structure on both sides compares normally, nested or not ...
+    assert compare({"x": [[1, 2], [3]]}, {"x": [[1, 2], [3]]}).passed
+    assert compare({"a": {"b": np.ones(2)}}, {"a": {"b": np.ones(2)}}).passed
+    # ... but a ragged list (a container) against a rectangular one (an array) names the output.
+    with pytest.raises(InputError, match=r"^x: structure mismatch: actual has one output "
+                                         r"\(int64 of shape \(2, 2\)\) here but expected has 2 nested "
+                                         r"output\(s\) \(x/0, x/1\)"):
+        compare({"x": [[1, 2], [3, 4]]}, {"x": [[1, 2], [3]]})
+    with pytest.raises(InputError, match=r"^x: structure mismatch: expected has one output "
+                                         r"\(int64 of shape \(2,\)\) here but actual has 2"):
+        compare({"x": [1, "a"]}, {"x": [1, 2]})
+    with pytest.raises(InputError, match=r"^output tree: structure mismatch: actual has one output"):
+        compare(np.zeros(3), {"a": np.zeros(3)})
+
+
 def test_uint8_never_wraps():
     a = np.array([0, 255, 7], dtype=np.uint8)
     e = np.array([255, 0, 7], dtype=np.uint8)

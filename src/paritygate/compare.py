@@ -16,7 +16,7 @@ import numpy as np
 
 from .backends import numpy as host
 from .errors import InputError
-from .outputs import flatten_outputs, framework_backend
+from .outputs import ROOT, flatten_outputs, framework_backend
 from .results import Comparison, Failure, OutputComparison, Tolerance
 
 __all__ = ["compare", "compare_output"]
@@ -87,12 +87,53 @@ def compare(
     leaves_expected = flatten_outputs(expected)
     missing = [path for path in leaves_expected if path not in leaves_actual]
     extra = [path for path in leaves_actual if path not in leaves_expected]
+    _check_same_structure(missing, extra, leaves_actual, leaves_expected)
     outputs = [
         compare_output(leaves_actual[path], leaf, tol, path)
         for path, leaf in leaves_expected.items()
         if path in leaves_actual
     ]
     return Comparison(outputs=outputs, missing=missing, extra=extra, tolerance=tol, label=label)
+
+
+def _nested_under(path: str, others: list[str]) -> list[str]:
+    """The paths of ``others`` that lie inside ``path`` (all of them when ``path`` is the root)."""
+    if path == ROOT:
+        return list(others)
+    return [other for other in others if other.startswith(path + "/")]
+
+
+def _check_same_structure(
+    missing: list[str], extra: list[str], leaves_actual: dict, leaves_expected: dict
+) -> None:
+    """Raise InputError where one side has a single output and the other a container there.
+
+    A ragged or mixed JSON list, or a dict where the other side has an array, is not a missing
+    output plus extra ones: the two trees disagree on what the output is, like a shape mismatch.
+    """
+    for path in missing:
+        inside = _nested_under(path, extra)
+        if inside:
+            raise InputError(
+                f"structure mismatch: expected has one output ({_describe(leaves_expected[path])}) "
+                f"here but actual has {len(inside)} nested output(s) ({_some(inside)})",
+                where=path or "output tree",
+                hint="a ragged or mixed list is a container; a rectangular list of numbers is one array",
+            )
+    for path in extra:
+        inside = _nested_under(path, missing)
+        if inside:
+            raise InputError(
+                f"structure mismatch: actual has one output ({_describe(leaves_actual[path])}) "
+                f"here but expected has {len(inside)} nested output(s) ({_some(inside)})",
+                where=path or "output tree",
+                hint="a ragged or mixed list is a container; a rectangular list of numbers is one array",
+            )
+
+
+def _some(paths: list[str], shown: int = 3) -> str:
+    text = ", ".join(paths[:shown])
+    return text + (f", ... {len(paths) - shown} more" if len(paths) > shown else "")
 
 
 def _is_text(obj: Any) -> bool:

@@ -165,6 +165,8 @@ def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     where = str(path)
     suffix = path.suffix.lower()
+    if path.is_dir():
+        raise InputError("is a directory, expected an output file", where=where)
     if suffix not in SUPPORTED_SUFFIXES:
         shown = path.suffix or "no extension"
         raise InputError(

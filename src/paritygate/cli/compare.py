@@ -26,8 +26,8 @@ def _load_pair(actual_file: Path, expected_file: Path) -> tuple[dict, dict]:
 
 
 @click.command("compare")
-@click.argument("actual_file", metavar="A", type=click.Path(path_type=Path, dir_okay=False))
-@click.argument("expected_file", metavar="B", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("actual_file", metavar="A", type=click.Path(path_type=Path))
+@click.argument("expected_file", metavar="B", type=click.Path(path_type=Path))
 @click.option("--atol", type=float, default=0.0, show_default=True,
               help="Absolute tolerance: an element passes when |a - b| <= atol + rtol*|b|.")
 @click.option("--rtol", type=float, default=0.0, show_default=True,
