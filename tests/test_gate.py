@@ -127,7 +127,36 @@ def test_missing_output_fails(tmp_path):
     assert not result.passed
     failures = [f for v in result.verdicts for f in v.failures]
     assert {(f.metric, f.where) for f in failures} == {("missing_output", "logits")}
-    assert any("missing output 'logits'" in e for e in result.errors)
+    # said once: the claim that covers 'logits' names it; the run errors do not repeat it
+    assert result.errors == []
+
+
+def test_missing_output_no_claim_covers_is_an_error_of_the_run(tmp_path):
+    """The claim covers only 'y', which the candidate produces: its verdicts hold, and the
+    missing 'logits' is reported once, as an error of the run, which still fails."""
+    path = _tiny(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_missing"))
+    result = run_gate(load_spec(path))
+    assert not result.passed and result.verdicts and all(result.verdicts)
+    assert result.errors == [
+        "runner cand, case a: missing output 'logits' (in the reference, not produced by the candidate)",
+        "runner cand, case b: missing output 'logits' (in the reference, not produced by the candidate)",
+    ]
+
+
+def test_adapter_missing_output_is_said_by_the_cross_adapter_verdict_once(tmp_path):
+    spec_text = TINY_SPEC + """
+[runners.cand-api]
+role = "adapter"
+adapter_of = "cand"
+callable = "tiny:candidate_missing"
+"""
+    path = _tiny(tmp_path, spec_text.replace("tiny:candidate32", "tiny:reference"))
+    result = run_gate(load_spec(path))
+    assert not result.passed and result.errors == []
+    failing = [v for v in result.verdicts if not v.passed]
+    assert [(v.claim_id, v.candidate, v.case) for v in failing] == [
+        ("cross-adapter:cand", "cand-api", "a"), ("cross-adapter:cand", "cand-api", "b")]
+    assert all([(f.metric, f.where) for f in v.failures] == [("missing_output", "logits")] for v in failing)
 
 
 def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):

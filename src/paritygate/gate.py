@@ -6,7 +6,9 @@ Order of a run:
    a drift verdict says something shifted, never that the candidate is wrong.
 2. Claims whose hardware class is not this machine's are listed as not evaluated, by name.
 3. Every candidate (and each of its adapters) runs every case. A crash, a timeout, unparseable
-   output, a missing or an extra output is a failure of the run, with the runner's stderr.
+   output, a missing or an extra output is a failure, with the runner's stderr. Each missing or
+   extra output is reported once: inside the verdict of a claim that covers it (or of the
+   cross-adapter check, for an adapter), otherwise as an error of the run.
 4. Every claim is evaluated in its scope: per element, per edge, per output per case, over the
    dataset, or speed. The claim's bound is the gate's tolerance; there is no second number.
 5. Cross-adapter: every adapter of a candidate must agree with it at zero tolerance on every case.
@@ -569,6 +571,8 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
             counters = {c.activity.counter for c in stored if c.activity is not None}
             out = {k: v for k, v in out.items() if k not in counters or k in expected}
             for f in _structure_failures(out, expected):
+                if _said_by_a_verdict(spec, stored, name, f, runs.outputs.get(spec.runners[name].adapter_of or "", {}).get(case)):
+                    continue
                 result.errors.append(f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})")
 
     for claim in stored:
@@ -608,6 +612,22 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
     result.provenance["seconds"] = runs.seconds
     result.finished = utc_now()
     return result
+
+
+def _said_by_a_verdict(spec: Spec, stored: list[Claim], runner: str, failure: Failure,
+                       primary: dict[str, Any] | None) -> bool:
+    """Whether a verdict already states this missing / extra output, so the report says it once.
+
+    A candidate's output covered by one of its per-case or dataset claims fails that claim's
+    verdict, which names it; an adapter's output that its candidate has (missing) or lacks (extra)
+    fails the cross-adapter verdict, which names it. Everything else (an output no claim covers,
+    a difference the adapter shares with its candidate) is an error of the run."""
+    output = failure.where or ""
+    if spec.runners[runner].role == "adapter":
+        if primary is None:
+            return False
+        return (output in primary) if failure.metric == "missing_output" else (output not in primary)
+    return any(runner in c.candidates and c.scope != "speed" and c.covers(output) for c in stored)
 
 
 def _drift_item(case: str, exc: Exception) -> Any:
