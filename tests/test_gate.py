@@ -413,3 +413,22 @@ params = { data_range = 2.0 }
                     .replace('\n[runners.cand.map.image]\nfrom = "image_nhwc"\nslice = "0, :, :, 0"\n', "\n"))
     (verdict,) = run_gate(load_spec(path)).verdicts
     assert not verdict.passed and verdict.failures[0].metric == "ssim" and verdict.failures[0].where == "image"
+
+
+def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
+    import sys
+
+    from spec_helpers import TINY_MODEL
+
+    from test_runners import HANGING_MODEL
+
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5')
+    path = make_project(tmp_path, spec_text, modules={"tiny.py": TINY_MODEL + HANGING_MODEL})
+    record(load_spec(path))
+    try:
+        assert main(["gate", str(path)]) == 1
+    finally:
+        sys.modules["tiny"].RELEASE.set()
+    out = capsys.readouterr().out
+    assert "runner cand, case a: timeout: no result within 0.5 s" in out
+    assert "runner cand, case b: timeout: not run: the call for case a timed out" in out

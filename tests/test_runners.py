@@ -175,3 +175,50 @@ def candidate_nhwc(case):
         ref = r.run(spec.cases["a"]).outputs
     np.testing.assert_array_equal(mapped["y"], ref["y"])
     assert json.dumps(sorted(mapped)) == json.dumps(["logits", "y"])
+
+
+HANGING_MODEL = """
+import threading
+
+RELEASE = threading.Event()
+
+
+def candidate_hang(case):
+    RELEASE.wait(60)  # the test releases it once the watchdog has fired
+    return candidate32(case)
+"""
+
+
+def test_in_process_timeout_fails_the_case_and_the_runners_remaining_cases(tmp_path):
+    from spec_helpers import TINY_MODEL
+
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5')
+    spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": TINY_MODEL + HANGING_MODEL}))
+    try:
+        with make_runner(spec.runners["cand"], spec) as runner:
+            with pytest.raises(RunFailure) as first:
+                runner.run(spec.cases["a"])
+            with pytest.raises(RunFailure) as second:
+                runner.run(spec.cases["b"])
+    finally:
+        sys.modules["tiny"].RELEASE.set()
+    assert first.value.kind == "timeout" and first.value.case == "a"
+    assert "no result within 0.5 s" in first.value.message and "cannot be stopped" in first.value.message
+    assert second.value.kind == "timeout" and "the call for case a timed out and is still running" in second.value.message
+
+
+def test_in_process_watchdog_returns_results_and_crashes_unchanged(tmp_path):
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 30')
+    spec_text += '\n[runners.broken]\nrole = "candidate"\ncallable = "tiny:candidate_crash"\ntimeout = 30\n'
+    spec = load_spec(make_project(tmp_path, spec_text))
+    with make_runner(spec.runners["cand"], spec) as runner:
+        watched = runner.run(spec.cases["a"])
+        direct = sys.modules["tiny"].candidate32(spec.cases["a"])  # the same call, unwatched
+    assert watched.outputs["logits"].dtype == np.float32
+    np.testing.assert_array_equal(watched.outputs["logits"], direct["logits"])
+    np.testing.assert_allclose(watched.outputs["logits"], _expected(spec, "a"), atol=1e-5)
+    with make_runner(spec.runners["broken"], spec) as runner:
+        with pytest.raises(RunFailure) as info:
+            runner.run(spec.cases["a"])
+    assert info.value.kind == "crash" and "weights not loaded: layer 3 missing" in info.value.message
+    assert "candidate_crash" in info.value.stderr  # the traceback from the worker thread

@@ -189,5 +189,12 @@ def test_update_claim_keeps_comments_and_refuses_invalid_edits(tmp_path):
 
 
 def test_command_only_keys_are_refused_on_in_process_runners(tmp_path):
-    text = _error(tmp_path, TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 5'))
-    assert "runners.cand.timeout" in text and "only meaningful for command runners" in text
+    text = _error(tmp_path, TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\nenv = { A = "1" }'))
+    assert "runners.cand.env" in text and "only meaningful for command runners" in text
+
+
+def test_in_process_timeout_is_opt_in_and_commands_default_to_600_s(tmp_path):
+    spec = load_spec(make_project(tmp_path / "one", TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 5')))
+    assert spec.runners["cand"].timeout == 5 and spec.runners["reference"].timeout is None
+    text = _error(tmp_path / "two", TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 0'))
+    assert "runners.cand.timeout" in text and "expected a number of seconds > 0" in text

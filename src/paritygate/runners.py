@@ -3,7 +3,8 @@
 Two kinds are equal citizens:
 
 - in-process Python callables (``module:function``, or a ``factory`` called once at activation
-  that returns the callable), imported with the spec's folder on ``sys.path``;
+  that returns the callable), imported with the spec's folder on ``sys.path``; with a ``timeout``
+  each call runs on a watched worker thread (a call past it fails, but cannot be stopped);
 - commands run as subprocesses under the versioned protocol of ``docs/subprocess-protocol.md``
   (argv template with ``{case}`` and ``{out}``; named outputs written as JSON, npz or safetensors),
   so a Swift or C++ port takes part without Python.
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,6 +300,7 @@ class PythonRunner(ActiveRunner):
         super().__init__(runner, spec)
         self.function: Callable[..., Any] | None = None
         self._added_path = False
+        self._stuck: str | None = None  # the case whose call outlived its timeout
 
     def _resolve(self, target: str) -> Callable[..., Any]:
         module_name, attr = target.split(":")
@@ -348,7 +351,7 @@ class PythonRunner(ActiveRunner):
 
     def deactivate(self) -> None:
         close = getattr(self.function, "close", None)
-        if self.runner.factory and callable(close):
+        if self.runner.factory and callable(close) and self._stuck is None:  # not under a running call
             close()
         self.function = None
         if self._added_path:
@@ -369,10 +372,15 @@ class PythonRunner(ActiveRunner):
         else:
             argument = case
         _seed(self.runner.seed)
+        if self._stuck is not None:
+            raise RunFailure(self.name, case.name, "timeout",
+                             f"not run: the call for case {self._stuck} timed out and is still running in this process")
         start = time.perf_counter()
         try:
-            tree = self.function(argument)
+            tree = self.function(argument) if self.runner.timeout is None else self._watched(self.function, argument, case)
             raw = flatten_tree(tree)
+        except RunFailure:
+            raise
         except InputError as exc:
             raise RunFailure(self.name, case.name, "unparseable", exc.message) from None
         except Exception as exc:
@@ -382,6 +390,33 @@ class PythonRunner(ActiveRunner):
             raise RunFailure(self.name, case.name, "crash", f"{type(exc).__name__}: {exc}", tail) from None
         seconds = time.perf_counter() - start
         return self._finish(raw, case, seconds)
+
+
+    def _watched(self, function: Callable[..., Any], argument: Any, case: Case) -> Any:
+        """The call on a daemon worker thread, awaited for ``timeout`` seconds.
+
+        Python cannot stop a running call from outside, so a call past its timeout fails the case
+        and keeps running in the background; the runner refuses its remaining cases (their
+        results would race the stray call) and the process exits without waiting for it."""
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["value"] = function(argument)
+            except BaseException as exc:  # handed to the caller's thread as is
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=call, name=f"paritygate-{self.name}-{case.name}", daemon=True)
+        worker.start()
+        worker.join(self.runner.timeout)
+        if worker.is_alive():
+            self._stuck = case.name
+            raise RunFailure(self.name, case.name, "timeout",
+                             f"no result within {self.runner.timeout:g} s (an in-process call cannot be stopped: it "
+                             "keeps running in this process, and this runner's remaining cases are not run)")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
 
 
 class SubprocessRunner(ActiveRunner):

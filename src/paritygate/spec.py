@@ -134,7 +134,7 @@ class Runner:
     pass_as: str = "case"
     command: tuple[str, ...] | None = None  # argv template (subprocess)
     output_format: str | None = None
-    timeout: float = 600.0
+    timeout: float | None = 600.0  # seconds per case; None: an in-process runner without a watchdog
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     adapter_of: str | None = None
@@ -459,7 +459,7 @@ class _Validator:
             raise self.error(key, "expected callable = 'module:function', factory = ..., or command = [...]")
         kind = "python" if has_python else "subprocess"
         python_only = ("options", "pass")
-        command_only = ("format", "env", "cwd", "timeout")  # an in-process call cannot be killed
+        command_only = ("format", "env", "cwd")
         for k in python_only if kind == "subprocess" else command_only:
             if k in data:
                 raise self.error(f"{key}.{k}", f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners")
@@ -479,9 +479,13 @@ class _Validator:
         output_format = None
         if "format" in data:
             output_format = self.choice(data, key, "format", OUTPUT_FORMATS)
-        timeout = self.number(data.get("timeout", 600), f"{key}.timeout")
-        if timeout <= 0:
-            raise self.error(f"{key}.timeout", "expected a number of seconds > 0")
+        # Commands are killed after 600 s unless told otherwise; an in-process call gets a
+        # watchdog only when the spec asks for one (it runs the call on a worker thread).
+        timeout: float | None = None
+        if "timeout" in data or kind == "subprocess":
+            timeout = self.number(data.get("timeout", 600), f"{key}.timeout")
+            if timeout <= 0:
+                raise self.error(f"{key}.timeout", "expected a number of seconds > 0")
         env = self.table_of(data.get("env", {}), f"{key}.env")
         for k, v in env.items():
             if not isinstance(v, str):
