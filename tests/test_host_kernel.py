@@ -148,6 +148,28 @@ def test_thread_count_does_not_change_results(monkeypatch):
     assert to_jsonable(one) == to_jsonable(three)
 
 
+_CLOSURE_KEY = """
+import hashlib
+from numba.core.serialize import dumps
+from paritygate.backends import _numba_kernel
+closure = _numba_kernel._build().py_func.__closure__ or ()
+print(hashlib.sha256(dumps(tuple(c.cell_contents for c in closure))).hexdigest())
+"""
+
+
+def test_kernel_disk_cache_key_is_the_same_in_every_process():
+    # numba keys its on-disk cache on the pickled closure of the jitted function; a closure that
+    # pickles differently per process (a dispatcher does) recompiles the kernel in every process.
+    import subprocess
+    import sys
+
+    keys = [
+        subprocess.run([sys.executable, "-c", _CLOSURE_KEY], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    ]
+    assert keys[0].strip() and keys[0] == keys[1]
+
+
 def brute_force_worst(a, e, tol):
     """Reference worst-k over every element at once (small arrays only)."""
     a64, e64 = a.astype(np.float64).ravel(), e.astype(np.float64).ravel()
