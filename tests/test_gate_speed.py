@@ -122,3 +122,33 @@ def test_the_code_timed_must_be_the_code_gated(tmp_path):
     _, speed = _gate(tmp_path, "drifting", "speedup", 1.5)
     assert not speed.passed
     assert "differs from baseline" in speed.failures[0].detail
+
+
+def test_reports_show_the_speed_evidence(tmp_path):
+    """Markdown and HTML say what a speed claim measured (both sides, the paired ratios, the
+    variability; the latency samples), and a floor missed reads 'short by', not 'exceeded by'."""
+    from paritygate.reports import render_html, render_markdown
+    from paritygate.reports._common import fmt
+    from paritygate.results import to_jsonable
+
+    result, speed = _gate(tmp_path / "ok", "fast", "speedup", 1.5)
+    data = to_jsonable(result)
+    section = render_markdown(data).split("### Speed claims", 1)[1]
+    assert "`fast` on case `a` (cand): baseline median" in section and "candidate median" in section
+    assert "speedup per block pair" in section and "baseline run-to-run variability" in section
+    assert "output checked in each of 4 blocks" in section
+    html = render_html(data)
+    assert "<h2>Speed claims</h2>" in html and "speed samples, both sides" in html
+
+    result, speed = _gate(tmp_path / "floor", "fast", "speedup", 50)
+    assert not speed.passed
+    markdown = render_markdown(to_jsonable(result))
+    assert f"speedup at case a observed {fmt(speed.observed)} bound 50 short by {fmt(50 - speed.observed)}" in markdown
+    assert "exceeded by" not in markdown
+
+    result, latency = _gate(tmp_path / "lat", "fast", "p50_ms", 1)
+    markdown = render_markdown(to_jsonable(result))
+    samples = len(latency.evidence["samples_ms"])
+    assert f"`fast` on case `a` (cand): p50_ms {fmt(latency.observed)} ms of {samples} samples" in markdown
+    assert "exceeded by" in markdown and "short by" not in markdown
+    assert "speed samples, bound dashed" in render_html(to_jsonable(result))

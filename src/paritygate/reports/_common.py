@@ -110,7 +110,7 @@ def failure_text(failure: dict[str, Any]) -> str:
     if failure.get("bound") is not None:
         parts.append(f"bound {fmt(failure['bound'])}")
     if failure.get("excess") is not None:
-        parts.append(f"exceeded by {fmt(failure['excess'])}")
+        parts.append(f"{_excess_word(failure.get('observed'), failure.get('bound'))} {fmt(failure['excess'])}")
     text = " ".join(p for p in parts if p)
     if failure.get("detail"):
         text += f" ({failure['detail']})"
@@ -126,8 +126,87 @@ def verdict_message(verdict: dict[str, Any]) -> str:
     text = f"{verdict.get('metric', '')} observed {fmt(verdict.get('observed'))}{unit}"
     text += f", bound {fmt(verdict.get('bound'))}{unit}"
     if verdict.get("excess") is not None:
-        text += f", exceeded by {fmt(verdict.get('excess'))}"
+        text += f", {_excess_word(verdict.get('observed'), verdict.get('bound'))} {fmt(verdict.get('excess'))}"
     return text
+
+
+def _excess_word(observed: Any, bound: Any) -> str:
+    """A floor (cosine, accuracy, speedup) is fallen short of; a ceiling is exceeded."""
+    o, b = as_float(observed), as_float(bound)
+    return "short by" if o is not None and b is not None and o < b else "exceeded by"
+
+
+def _ms(seconds: Any) -> str:
+    value = as_float(seconds)
+    return "?" if value is None else f"{fmt(value * 1000.0)} ms"
+
+
+def speed_evidence(verdict: dict[str, Any]) -> str:
+    """What a speed verdict measured, in one line (empty when the verdict is not a speed claim).
+
+    speedup: both sides' medians and sample counts, the paired ratios' median and 95 % interval,
+    the baseline's run-to-run variability and the design; latency: the percentile among its
+    samples, their range, the cold call and the uncounted warm-up."""
+    import statistics
+
+    evidence = verdict.get("evidence")
+    if not isinstance(evidence, dict):
+        return ""
+    if evidence.get("format") == "paritygate-bench-result":
+        base, cand = evidence.get("baseline") or {}, evidence.get("candidate") or {}
+        b, c = base.get("end_to_end_s") or [], cand.get("end_to_end_s") or []
+        ratios = [as_float(r) for r in evidence.get("pair_ratios") or []]
+        ci = [as_float(x) for x in evidence.get("ratio_ci") or []]
+        parts = []
+        if b and c:
+            parts.append(f"{base.get('name', 'baseline')} median {_ms(statistics.median(b))} (n={len(b)}), "
+                         f"{cand.get('name', 'candidate')} median {_ms(statistics.median(c))} (n={len(c)})")
+        if ratios and all(r for r in ratios):
+            text = f"speedup per block pair {', '.join(fmt(1.0 / r) for r in ratios)}"  # type: ignore[operator]
+            if len(ci) == 2 and all(ci):
+                text += f"; 95% interval {fmt(1.0 / ci[1])}–{fmt(1.0 / ci[0])} x"  # type: ignore[operator]
+            parts.append(text)
+        if as_float(evidence.get("baseline_variability")) is not None:
+            parts.append(f"baseline run-to-run variability {100.0 * evidence['baseline_variability']:.2f}%")
+        design = (evidence.get("provenance") or {}).get("design")
+        if design:
+            parts.append(str(design))
+        if evidence.get("output_check"):
+            parts.append(f"output {evidence['output_check']}")
+        if evidence.get("verdict"):
+            parts.append(f"bench: {evidence['verdict']}")
+        return "; ".join(parts)
+    samples = [x for x in (as_float(v) for v in evidence.get("samples_ms") or []) if x is not None]
+    if samples and str(verdict.get("metric", "")).startswith("p"):
+        text = (f"{verdict.get('metric')} {fmt(verdict.get('observed'))} ms of {len(samples)} samples "
+                f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max {fmt(max(samples))} ms)")
+        if as_float(evidence.get("cold_ms")) is not None:
+            text += f"; cold call {fmt(evidence['cold_ms'])} ms"
+        if evidence.get("warmup") is not None:
+            text += f"; {evidence['warmup']} warm-up calls uncounted"
+        return text
+    return ""
+
+
+def speed_series(verdict: dict[str, Any]) -> tuple[str, dict[str, list[float]], list[float]] | None:
+    """Samples to plot for a speed verdict: (x label, {series: values}, lines to draw)."""
+    evidence = verdict.get("evidence")
+    if not isinstance(evidence, dict):
+        return None
+    if evidence.get("format") == "paritygate-bench-result":
+        series = {}
+        for side in ("baseline", "candidate"):
+            data = evidence.get(side) or {}
+            values = _samples(data.get("end_to_end_s") or [])
+            if values:
+                series[str(data.get("name", side))] = [v * 1000.0 for v in values]
+        return ("end-to-end time per call (ms)", series, []) if series else None
+    samples = _samples(evidence.get("samples_ms") or [])
+    if samples and str(verdict.get("metric", "")).startswith("p"):
+        bound = as_float(verdict.get("bound"))
+        return ("time per call (ms)", {str(verdict.get("candidate", "samples")): samples},
+                [] if bound is None else [bound])
+    return None
 
 
 def edge_deltas(evidence: Any) -> dict[str, float]:

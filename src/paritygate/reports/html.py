@@ -19,6 +19,8 @@ from ._common import (
     distributions,
     edge_deltas,
     fmt,
+    speed_evidence,
+    speed_series,
     summary_counts,
     verdict_message,
     verdict_word,
@@ -114,18 +116,26 @@ def _edge_plot(verdict: dict[str, Any], deltas: dict[str, float]) -> str:
     return _png(figure)
 
 
-def _distribution_plot(title: str, series: dict[str, list[float]], bound: Any) -> str:
+def _distribution_plot(title: str, series: dict[str, list[float]], bound: Any, xlabel: str = "") -> str:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(5.5, 3.0))
     axes = figure.add_subplot()
+    import numpy as np
+
+    # One set of bin edges for every series, so that their bars line up and compare.
+    pooled = np.concatenate([np.asarray(v, dtype=float) for v in series.values()])
+    longest = max(len(v) for v in series.values())
+    edges = np.histogram_bin_edges(pooled, bins=min(40, max(5, longest // 3)))
     for name, samples in series.items():
-        axes.hist(samples, bins=min(40, max(5, len(samples) // 3)), alpha=0.55, label=name)
+        axes.hist(samples, bins=edges, alpha=0.55, label=name)
     for value in _bounds(bound):
         axes.axvline(value, color="#9a6700", linestyle="--", label=f"bound {fmt(value)}")
     axes.legend(fontsize=8)
     axes.set_title(title, fontsize=10)
     axes.set_ylabel("count")
+    if xlabel:
+        axes.set_xlabel(xlabel)
     return _png(figure)
 
 
@@ -156,6 +166,14 @@ def _plots_section(result: dict[str, Any]) -> list[str]:
         if deltas and edge_plots < MAX_EDGE_PLOTS:
             parts.append(_figure(_edge_plot(verdict, deltas), "per-edge deltas, bound dashed"))
             edge_plots += 1
+    for verdict in verdicts(result):
+        timed = speed_series(verdict)
+        if timed:
+            xlabel, series, lines = timed
+            title = f"{verdict.get('claim_id')} — {verdict.get('candidate')} — {case_label(verdict)}"
+            img = _distribution_plot(title, series, lines, xlabel)
+            parts.append(_figure(img, "speed samples" + (", bound dashed" if lines else ", both sides")))
+            shown += 1
     bounds_by_title = {
         f"{v.get('claim_id')} / {v.get('candidate')} / {case_label(v)}": v.get("bound")
         for v in verdicts(result)
@@ -225,6 +243,17 @@ def render_html(result: dict[str, Any]) -> str:
                  "excess", "failures"],
                 rows,
                 classes,
+            )
+        )
+
+    speed = [(v, line) for v in items if (line := speed_evidence(v))]
+    if speed:
+        parts.append("<h2>Speed claims</h2>")
+        parts.append(
+            _table(
+                ["claim", "case", "candidate", "evidence"],
+                [[f"<code>{escape(str(v.get('claim_id')))}</code>", escape(case_label(v)),
+                  escape(str(v.get("candidate", ""))), escape(line)] for v, line in speed],
             )
         )
 

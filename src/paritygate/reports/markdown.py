@@ -8,6 +8,7 @@ from ._common import (
     case_label,
     failure_text,
     fmt,
+    speed_evidence,
     summary_counts,
     verdict_message,
     verdict_word,
@@ -84,6 +85,14 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"… {len(items) - len(shown)} more verdicts (all holding unless listed above) "
                 "are in result.json and report.html."
             )
+        lines.append("")
+
+    speed = [(v, line) for v in items if (line := speed_evidence(v))]
+    if speed:
+        lines.append("### Speed claims")
+        lines.append("")
+        for v, line in speed:
+            lines.append(f"- `{v.get('claim_id')}` on case `{case_label(v)}` ({v.get('candidate')}): {line}")
         lines.append("")
 
     failing = [v for v in items if not v.get("passed")]
