@@ -14,8 +14,8 @@ import math
 from typing import Any, Sequence
 
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, promote
-from ..results import Element, NonFinite, Tolerance
+from ..metrics import RawStats, dtype_kind, finish, promote
+from ..results import Element, NonFinite, OutputComparison, Tolerance
 
 __all__ = [
     "SUM_STATS",
@@ -26,6 +26,9 @@ __all__ = [
     "plan",
     "raw_stats",
     "kernel_tolerance",
+    "empty_stats",
+    "split_stats",
+    "finish_plan",
     "ULP_INT_BITS",
 ]
 
@@ -139,6 +142,40 @@ def _python_value(value: float, dtype: str) -> float | int | bool:
     if kind == "int":
         return int(value)
     return float(value)
+
+
+def empty_stats() -> Any:
+    """The :data:`STATS` vector of an output with no elements: zero sums and counts, no excess."""
+    import numpy as np
+
+    vector = np.zeros(len(STATS))
+    vector[STATS.index("max_excess")] = -math.inf
+    return vector
+
+
+def split_stats(host: Any, k: int) -> tuple[Any, Any, Any, Any]:
+    """A transferred vector split into (the :data:`STATS` vector, worst-k flat indices, actual
+    values, expected values): the layout every device kernel sends to the host."""
+    n = len(STATS)
+    rest = host[n:]
+    return host[:n], rest[:k], rest[k : 2 * k], rest[2 * k : 3 * k]
+
+
+def finish_plan(stats: RawStats, p: Any, tolerance: Tolerance, path: str, backend: str) -> OutputComparison:
+    """The output's result from its statistics and the shape/dtype facts of its plan ``p`` (a
+    :class:`Plan` or the host kernel's pair, which carries the same facts)."""
+    return finish(
+        stats,
+        path=path,
+        tolerance=tolerance,
+        shape=p.shape,
+        dtype_actual=p.dtype_actual,
+        dtype_expected=p.dtype_expected,
+        compared_as=p.compared_as,
+        promotion=p.promotion,
+        ulp_dtype=p.ulp_dtype,
+        backend=backend,
+    )
 
 
 def kernel_tolerance(p: Plan, tolerance: Tolerance) -> Tolerance:

@@ -29,12 +29,21 @@ of one is never lost and nothing wraps; bool outputs are compared as 0/1 exactly
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
-from ..metrics import finish
 from ..results import OutputComparison, Tolerance
-from ._device import MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
+from ._device import (
+    MAX_STATS,
+    STATS,
+    SUM_STATS,
+    ULP_INT_BITS,
+    empty_stats,
+    finish_plan,
+    kernel_tolerance,
+    plan,
+    raw_stats,
+    split_stats,
+)
 
 __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
 
@@ -319,8 +328,7 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     ktol = kernel_tolerance(p, tolerance)
     k = ktol.worst_k
     if p.size == 0:
-        host = np.zeros(len(STATS))
-        host[STATS.index("max_excess")] = -math.inf
+        host = empty_stats()
         kk = 0
     else:
         carry = _initial_carry(k, x64)
@@ -352,18 +360,5 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         live = c_rank > -np.inf
         kk = int(live.sum())
         host = np.concatenate([sums, maxes, counts, c_idx[live], c_a[live], c_e[live]])
-    n = len(STATS)
-    rest = host[n:]
-    stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], ktol)
-    return finish(
-        stats,
-        path=path,
-        tolerance=tolerance,
-        shape=p.shape,
-        dtype_actual=p.dtype_actual,
-        dtype_expected=p.dtype_expected,
-        compared_as=p.compared_as,
-        promotion=p.promotion,
-        ulp_dtype=p.ulp_dtype,
-        backend=name,
-    )
+    stats = raw_stats(p, *split_stats(host, kk), ktol)
+    return finish_plan(stats, p, tolerance, path, name)

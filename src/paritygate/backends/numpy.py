@@ -25,8 +25,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, finish, promote
+from ..metrics import RawStats, dtype_kind, promote
 from ..results import Element, NonFinite, OutputComparison, Tolerance
+from ._device import finish_plan
 
 __all__ = [
     "name",
@@ -721,15 +722,4 @@ def compare_arrays(
 ) -> OutputComparison:
     """Compare two host arrays (numpy arrays, scalars, numeric lists) as one output."""
     stats, pair, used = host_stats(actual, expected, tolerance, path, kernel=kernel)
-    return finish(
-        stats,
-        path=path,
-        tolerance=tolerance,
-        shape=pair.shape,
-        dtype_actual=pair.dtype_actual,
-        dtype_expected=pair.dtype_expected,
-        compared_as=pair.compared_as,
-        promotion=pair.promotion,
-        ulp_dtype=pair.ulp_dtype,
-        backend=used,
-    )
+    return finish_plan(stats, pair, tolerance, path, used)

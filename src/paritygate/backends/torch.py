@@ -30,7 +30,6 @@ import math
 from typing import Any
 
 from ..errors import InputError
-from ..metrics import finish
 from ..results import OutputComparison, Tolerance
 from ._device import (
     COUNT_STATS,
@@ -38,9 +37,12 @@ from ._device import (
     STATS,
     SUM_STATS,
     ULP_INT_BITS,
+    empty_stats,
+    finish_plan,
     kernel_tolerance,
     plan,
     raw_stats,
+    split_stats,
 )
 
 __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
@@ -273,19 +275,8 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         stats_vec, worst = _reduce_triton(actual, expected, p, ktol)
     else:
         stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
-    stats = raw_stats(p, *_split(stats_vec, worst), ktol)
-    return finish(
-        stats,
-        path=path,
-        tolerance=tolerance,
-        shape=p.shape,
-        dtype_actual=p.dtype_actual,
-        dtype_expected=p.dtype_expected,
-        compared_as=p.compared_as,
-        promotion=p.promotion,
-        ulp_dtype=p.ulp_dtype,
-        backend=name,
-    )
+    stats = raw_stats(p, *split_stats(stats_vec, worst), ktol)
+    return finish_plan(stats, p, tolerance, path, name)
 
 
 def _real_view(obj: Any) -> Any:
@@ -355,22 +346,12 @@ def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance) -> tuple:
     return host, kk
 
 
-def _split(host: Any, k: int) -> tuple:
-    n = len(STATS)
-    rest = host[n:]
-    return host[:n], rest[:k], rest[k : 2 * k], rest[2 * k : 3 * k]
-
-
 def _reduce(side_a: _Side, side_e: _Side, p: Any, tol: Tolerance, device: Any) -> tuple:
     """All chunks, then one transfer: returns (host float64 vector, number of worst candidates)."""
     torch = _torch()
     acc = torch.float32 if device.type == "mps" else torch.float64
     if p.size == 0:
-        import numpy as np
-
-        vec = np.zeros(len(STATS))
-        vec[STATS.index("max_excess")] = -math.inf
-        return vec, 0
+        return empty_stats(), 0
     k = tol.worst_k
     chunk = CHUNK_CPU if device.type == "cpu" else CHUNK_DEVICE
     branch_free = device.type != "cpu"
