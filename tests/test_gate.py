@@ -179,7 +179,7 @@ def test_unparseable_output_fails(tmp_path):
     assert not result.passed and all("unparseable" in e for e in result.errors) and len(result.errors) == 2
 
 
-def test_claims_on_other_hardware_are_listed_and_a_run_of_none_fails(tmp_path):
+def test_claims_on_other_hardware_are_listed_and_a_run_of_none_fails(tmp_path, capsys):
     spec_text = TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "m2"') + """
 [hardware.m2]
 system = "Darwin"
@@ -199,7 +199,12 @@ hardware = "m2"
     assert sorted(n.claim_id for n in result.not_evaluated) == ["fast", "y-close"]
     assert all("'m2'" in n.reason for n in result.not_evaluated)
     assert result.errors == ["no claim was evaluated: a run that evaluates none proves nothing"]
+    capsys.readouterr()
     assert main(["gate", str(path), "--hardware", "any"]) == 1
+    out = capsys.readouterr().out
+    # listed by name, once; no empty verdict grid
+    assert out.count("fast (holds for hardware class 'm2'") == 1 and out.count("y-close (holds for") == 1
+    assert "┏" not in out and "ERROR no claim was evaluated" in out
     # naming the class evaluates them (the speed claim too: that is a gate run on its hardware)
     assert run_gate(load_spec(path), hardware="m2").verdicts
 

@@ -130,6 +130,8 @@ def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...
     """
     from ..gate import run_gate
     from ..reports import verdict_table, write_all
+    from ..reports._common import failure_text
+    from ..results import to_jsonable
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
@@ -146,14 +148,13 @@ def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...
         scope = f"case {verdict.case}" if verdict.case else "dataset"
         for failure in verdict.failures:
             console.print(f"[red]FAIL[/] {verdict.claim_id} · {verdict.candidate} · {scope}: ", end="")
-            console.print(failure.describe(), markup=False)
+            console.print(failure_text(to_jsonable(failure)), markup=False)
     for error in result.errors:
         console.print("[red]ERROR[/] ", end="")
         console.print(error, markup=False)
     for line in result.provenance.get("unpinned_differences", []):
         console.print(f"[dim]info: {line}[/]")
-    for item in result.not_evaluated:
-        console.print(f"[yellow]not evaluated[/] {item.claim_id}: {item.reason}", markup=True)
+    # Claims not evaluated are listed by name under the table (its caption), once.
     console.print(f"reports: {paths['markdown'].parent}")
     return result.exit_code
 

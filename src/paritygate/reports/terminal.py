@@ -22,7 +22,11 @@ def verdict_table(result: dict[str, Any]) -> Any:
     """A :class:`rich.table.Table` of every claim x case verdict."""
     from rich.table import Table
 
-    table = Table(title=verdict_line(result), title_justify="left")
+    items = verdicts(result)
+    # A run without verdicts (all claims elsewhere, drift, no claim evaluated) prints its title
+    # and the not-evaluated caption, not an empty grid.
+    table = Table(title=verdict_line(result), title_justify="left", show_header=bool(items),
+                  **({} if items else {"box": None}))
     table.add_column("", no_wrap=True)
     # Claim ids and numbers stay whole (they are what a reader searches for and compares);
     # case, candidate and metric names fold when the terminal is narrow.
@@ -32,7 +36,7 @@ def verdict_table(result: dict[str, Any]) -> Any:
     table.add_column("metric", overflow="fold", min_width=6)
     for name in ("observed", "bound", "excess"):
         table.add_column(name, justify="right", no_wrap=True)
-    for v in verdicts(result):
+    for v in items:
         unit = f" {v['unit']}" if v.get("unit") else ""
         table.add_row(
             "[green]pass[/]" if v.get("passed") else "[bold red]FAIL[/]",
