@@ -437,3 +437,12 @@ def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "runner cand, case a: timeout: no result within 0.5 s" in out
     assert "runner cand, case b: timeout: not run: the call for case a timed out" in out
+
+
+def test_progress_reports_every_runner_and_case_then_done(tmp_path):
+    spec_text = TINY_SPEC + '\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\ncallable = "tiny:candidate32"\n'
+    path = _tiny(tmp_path, spec_text)
+    stages = []
+    result = run_gate(load_spec(path), progress=lambda stage, done, total: stages.append((stage, done, total)))
+    assert result.passed
+    assert stages == [("cand: a", 0, 4), ("cand: b", 1, 4), ("cand-api: a", 2, 4), ("cand-api: b", 3, 4), ("done", 4, 4)]

@@ -215,3 +215,22 @@ def test_recording_identical_outputs_twice_gives_identical_bytes(tmp_path):
     for _ in range(3):
         again = record(load_spec(spec_path), before_replace=lambda diff: True)
         assert _json.loads((again.folder / "manifest.json").read_text())["files"] == hashes
+
+
+def test_provenance_records_the_thread_pools_of_loaded_runtimes(tmp_path, monkeypatch):
+    """Thread counts per runtime: the environment's variables, numba's and the native pools
+    (numpy's BLAS) when loaded — and nothing for a runtime that is not loaded."""
+    import sys
+
+    import numba  # noqa: F401  (loaded, so its thread count is part of the provenance)
+    from threadpoolctl import threadpool_info
+
+    from paritygate.provenance import capture
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    threads = capture(root=tmp_path)["threads"]
+    assert threads["OMP_NUM_THREADS"] == "3" and threads["numba"] == numba.get_num_threads()
+    assert {p["api"] for p in threads["native_pools"]} == {p["internal_api"] for p in threadpool_info()}
+    assert all(isinstance(p["threads"], int) and p["threads"] >= 1 for p in threads["native_pools"])
+    monkeypatch.delitem(sys.modules, "numba")
+    assert "numba" not in capture(root=tmp_path)["threads"]

@@ -136,6 +136,24 @@ def _threads() -> dict[str, Any]:
     if torch is not None:
         threads["torch"] = torch.get_num_threads()
         threads["torch_interop"] = torch.get_num_interop_threads()
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "get_num_threads"):
+        try:
+            threads["numba"] = numba.get_num_threads()
+        except Exception:  # a numba without a usable threading layer has no count to report
+            pass
+    if "numpy" in sys.modules:
+        # The native thread pools loaded in this process (OpenBLAS / MKL under numpy, OpenMP),
+        # when threadpoolctl is installed; reading them loads nothing new.
+        try:
+            from threadpoolctl import threadpool_info
+        except ImportError:
+            pass
+        else:
+            pools = [{"api": p.get("internal_api"), "library": os.path.basename(str(p.get("filepath", ""))),
+                      "threads": p.get("num_threads")} for p in threadpool_info()]
+            if pools:
+                threads["native_pools"] = pools
     return threads
 
 
