@@ -195,6 +195,8 @@ def test_stored_claim_without_a_reference_is_drift(project, capsys):
         (["--claim", "y-close", "--margin", "machine=0.5"], "must be a factor >= 1"),
         (["--claim", "y-close", "--candidate", "port16"], "'port16' is not a candidate of this claim"),
         (["--claim", "y-close", "--mutations", "shift,typo"], "--mutations: unknown typo"),
+        (["--claim", "y-close", "--skip-case", "c99"], "unknown case(s) c99 (cases: c00, c01,"),
+        (["--claim", "y-close", "--case", "c01", "--cases", "4"], "use one of --cases, --case and --skip-case"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
@@ -206,6 +208,24 @@ def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
 def test_fewer_cases_can_be_accepted_knowingly(project, capsys):
     assert main(["calibrate", str(project), "--claim", "y-close", "--cases", "8", "--min-cases", "8"]) == 0
     assert "8 cases" in capsys.readouterr().out
+
+
+def test_chosen_cases_are_the_ones_measured_and_go_into_the_basis(project, capsys, tmp_path):
+    every = tmp_path / "every.json"
+    assert main(["calibrate", str(project), "--claim", "y-close", "--json", str(every)]) == 0
+    noise = json.loads(every.read_text())["by_metric"]["max_abs"]["noise"]
+    worst = int(np.argmax(noise))  # one repeat: noise[i] belongs to CASES[i]
+    before = project.read_text()
+    assert main(["calibrate", str(project), "--claim", "y-close", "--skip-case", CASES[worst],
+                 "--min-cases", "15", "--write"]) == 0
+    assert "15 cases" in capsys.readouterr().out
+    basis = tomllib.loads(project.read_text())["claims"]["y-close"]["basis"]
+    assert basis["cases"] == [c for c in CASES if c != CASES[worst]]
+    assert basis["largest_noise"] == max(n for i, n in enumerate(noise) if i != worst) < noise[worst]
+    assert project.read_text().split("[claims.y-close]")[0] == before.split("[claims.y-close]")[0]
+    assert main(["calibrate", str(project), "--claim", "y-close", "--case", "c03", "--case", "c05",
+                 "--min-cases", "2"]) == 0
+    assert "2 cases" in capsys.readouterr().out
 
 
 def test_builtin_mutations_can_be_chosen(project, capsys):

@@ -41,6 +41,17 @@ SENTENCES = [
     "A voice activity detector marks where somebody is speaking.",
 ]
 
+# Further recordings made the same way, so that the spec has enough cases (n >= 16) for
+# `paritygate calibrate` to estimate each claim's noise: other sentences, voices, speeds, speech
+# gains and noise levels; two at 8 kHz.
+EXTRA_SENTENCES = [
+    "Turn left at the next corner and keep going.",
+    "The meeting starts at nine thirty tomorrow morning.",
+    "Numbers like three hundred and twelve are easy to say.",
+    "She sells sea shells by the sea shore.",
+]
+EXTRA_VOICES = ["en", "en-us", "en-gb", "en"]
+
 
 def synthesize(text: str, voice: str, speed: int) -> np.ndarray:
     """espeak-ng speech at 16 kHz, float32 in [-1, 1]."""
@@ -136,6 +147,28 @@ def build_cases() -> dict[str, tuple[np.ndarray, int]]:
     cases["shorter_than_chunk"] = (0.1 * pink_noise(np.random.default_rng(4), 300), RATE)
     # 22050 Hz is neither 8000, 16000 nor a multiple of 16000: the port must reject it.
     cases["unsupported_rate_22050"] = (0.05 * pink_noise(np.random.default_rng(5), 22050), 22050)
+    cases.update(extra_cases())
+    return cases
+
+
+def extra_cases() -> dict[str, tuple[np.ndarray, int]]:
+    """Twelve more speech recordings (extra_00 ... extra_11_8k) for calibration."""
+    from scipy.signal import resample_poly
+
+    cases: dict[str, tuple[np.ndarray, int]] = {}
+    for i in range(12):
+        text = EXTRA_SENTENCES[i % len(EXTRA_SENTENCES)]
+        gain = (0.5, 0.2, 0.1)[i % 3]
+        noise = (0.002, 0.02, 0.04, 0.06)[i % 4]
+        audio = layout([("gap", 0.3 + 0.1 * (i % 3)), ("say", text), ("gap", 0.4)],
+                       EXTRA_VOICES[i % 4], 140 + 10 * (i % 5), gain)
+        audio = audio + noise * pink_noise(np.random.default_rng(100 + i), audio.size)
+        audio = np.clip(audio, -1.0, 32767 / 32768)
+        if i % 6 == 5:
+            cases[f"extra_{i:02d}_8k"] = (
+                resample_poly(audio.astype(np.float64), 1, 2).astype(np.float32), 8000)
+        else:
+            cases[f"extra_{i:02d}"] = (audio, RATE)
     return cases
 
 

@@ -219,6 +219,15 @@ def mlx_runner(**variant):
     return run
 
 
+# The planted port bugs as candidate runners, for `paritygate calibrate --model-mutation
+# NAME=runners:<function>`: each stands in for the MLX candidate with one bug.
+mlx_stft_zero_padding = mlx_runner(stft_zero_padding=True)
+mlx_lstm_gates_ifog = mlx_runner(lstm_gate_order="ifog")
+mlx_context_two_chunks_back = mlx_runner(context_lag=2)
+mlx_context_from_the_chunk_itself = mlx_runner(context_lag=0)
+mlx_state_in_float16 = mlx_runner(state_dtype="float16")
+
+
 def onnx_outputs(path: str) -> dict:
     rate, samples = read_wav(path)
     return gate_outputs(onnx_probabilities(samples, rate), rate, samples.size)

@@ -15,7 +15,7 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1]
 MODULES = ("vad_mlx", "postprocess", "runners", "cli", "make_cases", "convert_weights",
-           "calibrate_claims", "vad_gate", "bench", "demo")
+           "segment_edges_basis", "vad_gate", "bench", "demo")
 
 
 @pytest.fixture(scope="module", autouse=True)

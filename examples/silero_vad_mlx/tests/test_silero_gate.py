@@ -21,13 +21,38 @@ def test_gate_passes_every_claim_on_every_case(spec):
     assert result.passed, [f.describe() for v in result.verdicts for f in v.failures] + result.errors
     assert result.exit_code == 0 and not result.drift and not result.errors
     claims = {v.claim_id for v in result.verdicts}
-    assert {"probability-max-abs", "probability-cosine", "segment-edges", "timestamps-exact",
+    assert {"probability-max-abs", "probability-cosine", "onnx-probability-max-abs",
+            "onnx-probability-cosine", "segment-edges", "timestamps-exact", "onnx-timestamps-exact",
             "postprocessor-exact"} <= claims
     assert any(c.startswith("cross-adapter") for c in claims)
-    per_case = [v for v in result.verdicts if v.claim_id == "probability-max-abs"]
-    assert {v.candidate for v in per_case} == {"mlx", "onnxruntime"}
-    assert len(per_case) == 2 * len(spec.cases) == 16
-    assert all(0 <= v.observed <= spec.claims["probability-max-abs"].bound for v in per_case)
+    # The 8 canonical cases and the 12 further recordings the bounds were calibrated on.
+    assert len(spec.cases) == 20
+    for claim_id, candidate in (("probability-max-abs", "mlx"),
+                                ("onnx-probability-max-abs", "onnxruntime")):
+        per_case = [v for v in result.verdicts if v.claim_id == claim_id]
+        assert {v.candidate for v in per_case} == {candidate}
+        assert [v.case for v in per_case] == list(spec.cases)
+        assert all(0 <= v.observed <= spec.claims[claim_id].bound for v in per_case)
+    edges = [v for v in result.verdicts if v.claim_id == "segment-edges"]
+    assert len(edges) == 2 * len(spec.cases)
+
+
+def test_every_claim_is_calibrated_on_the_spec_cases_with_its_basis(spec):
+    # The bounds come from `paritygate calibrate --write` over the spec's own cases (and the
+    # segment-edge basis from segment_edges_basis.py): each basis names n >= 16 cases of this
+    # spec, and each tolerance sits between the largest noise and the smallest bug it measured.
+    for claim_id, claim in spec.claims.items():
+        basis = claim.basis
+        assert claim.status == "calibrated" and basis, claim_id
+        assert basis["n"] >= 16, claim_id
+        cases = basis.get("cases", list(spec.cases))
+        assert len(cases) == basis["n"] and set(cases) <= set(spec.cases), claim_id
+        if claim.metric == "max_abs":
+            assert basis["largest_noise"] <= claim.bound < basis["smallest_bug"], claim_id
+        elif claim.metric == "cosine":
+            assert basis["largest_noise"] >= claim.bound > basis["smallest_bug"], claim_id
+        else:
+            assert claim.bound == 0 and basis["largest_noise"] == 0, claim_id
 
 
 def copy_example(spec, target):
@@ -147,5 +172,6 @@ def test_paired_mode_runs_the_reference_live(spec, tmp_path):
     cases = ["noisy_near_threshold", "clean_speech_8k", "speech_32k"]
     result = run_gate(paired_spec, cases=cases)
     assert result.passed, [f.describe() for v in result.verdicts for f in v.failures] + result.errors
-    live = [v for v in result.verdicts if v.claim_id == "probability-max-abs"]
+    live = [v for v in result.verdicts
+            if v.claim_id in ("probability-max-abs", "onnx-probability-max-abs")]
     assert len(live) == 2 * len(cases) and all(0 < v.observed <= v.bound for v in live)

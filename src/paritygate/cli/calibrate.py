@@ -46,11 +46,35 @@ def _builtins(text: str) -> tuple:
     return tuple(BUILTIN_MUTATIONS[n] for n in names)
 
 
+def _chosen_cases(
+    spec: Path, count: int | None, names: tuple[str, ...], skipped: tuple[str, ...]
+) -> int | list[str] | None:
+    """The ``cases`` argument of calibrate_claim: a count, case names, or None for all."""
+    from ..errors import InputError
+    from ..spec import load_spec
+
+    if sum(bool(x) for x in (count is not None, names, skipped)) > 1:
+        raise InputError("use one of --cases, --case and --skip-case")
+    if not (names or skipped):
+        return count
+    known = list(load_spec(spec).cases)
+    unknown = [n for n in (*names, *skipped) if n not in known]
+    if unknown:
+        raise InputError(f"unknown case(s) {', '.join(unknown)} (cases: {', '.join(known)})", where=str(spec))
+    if names:
+        return list(dict.fromkeys(names))
+    return [n for n in known if n not in skipped]
+
+
 @click.command("calibrate")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--claim", "claim_id", required=True, help="Id of the claim to calibrate.")
 @click.option("--candidate", default=None, help="Candidate runner (when the claim covers several).")
 @click.option("--cases", type=int, default=None, help="Use the first N cases of the spec (default: all).")
+@click.option("--case", "case_names", multiple=True, metavar="NAME",
+              help="Use this case of the spec (repeatable; default: all). Written into the basis.")
+@click.option("--skip-case", "skipped", multiple=True, metavar="NAME",
+              help="Leave this case of the spec out (repeatable). The cases used go into the basis.")
 @click.option("--min-cases", type=int, default=16, show_default=True,
               help="Fewest cases accepted: the next case exceeds n observed ones with probability ~1/(n+1).")
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per case.")
@@ -72,6 +96,8 @@ def calibrate_command(
     claim_id: str,
     candidate: str | None,
     cases: int | None,
+    case_names: tuple[str, ...],
+    skipped: tuple[str, ...],
     min_cases: int,
     repeats: int,
     reorder: bool,
@@ -95,12 +121,13 @@ def calibrate_command(
     from ..results import to_jsonable
     from ..runners import RunFailure
 
+    chosen = _chosen_cases(spec, cases, case_names, skipped)
     try:
         result = calibrate_claim(
             spec,
             claim_id,
             candidate=candidate,
-            cases=cases,
+            cases=chosen,
             repeats=repeats,
             reorder=reorder,
             margin_for=_pairs(margins, "--margin", number=True),
@@ -122,8 +149,13 @@ def calibrate_command(
         return 1
     if write:
         fields = write_bound(spec, claim_id, result)
+        if isinstance(chosen, list):
+            # A chosen subset of the spec's cases is part of what the bound rests on.
+            from ..spec import update_claim
+
+            update_claim(spec, claim_id, basis={**fields["basis"], "cases": chosen})
         click.echo(
-            f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.6g}, "
+            f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.12g}, "
             f"status = calibrated, with its basis, to {spec}"
         )
     return 0

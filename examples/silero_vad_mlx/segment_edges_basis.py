@@ -1,0 +1,80 @@
+"""The basis of the ``segment-edges`` claim, written into parity.toml (run once, deliberately).
+
+``paritygate calibrate`` measures claims on output pairs (max-abs, cosine, exact ...); the
+segment-edge claim is measured in chunks on segments matched in order (:mod:`vad_gate`), so its
+bound, 0 chunks, rests on this script instead: over every gated case of the spec with its
+recorded reference, both candidates' edge deltas (the noise), the smallest margin of a reference
+edge from its threshold (how close an edge was to moving), and how many cases each planted port
+bug of ``vad_mlx.PortVariant`` moves, drops or adds a segment in (the signal).
+
+    python segment_edges_basis.py            # print the basis
+    python segment_edges_basis.py --write    # also write it into [claims.segment-edges]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import runners  # noqa: E402
+import vad_gate  # noqa: E402
+from vad_mlx import PortVariant  # noqa: E402
+
+MUTATIONS = {
+    "stft-zero-padding": PortVariant(stft_zero_padding=True),
+    "lstm-gates-ifog": PortVariant(lstm_gate_order="ifog"),
+    "context-two-chunks-back": PortVariant(context_lag=2),
+    "context-from-the-chunk-itself": PortVariant(context_lag=0),
+    "state-in-float16": PortVariant(state_dtype="float16"),
+}
+
+
+def segment_edge_basis(cases: list[vad_gate.CaseData]) -> dict:
+    def check(case, probs):
+        return vad_gate.check_segments(probs, case.reference, case, max_edge_delta=0)
+
+    worst, margins, segments = 0, [], 0
+    for case in cases:
+        for probs in (runners.mlx_probabilities(case.samples, case.rate),
+                      runners.onnx_probabilities(case.samples, case.rate)):
+            result = check(case, probs)
+            worst = max(worst, result.observed_max_delta)
+            if not result.passed:
+                raise SystemExit(f"{result.describe()}\nthe candidates do not meet a 0-chunk "
+                                 "bound: the claim cannot be written as it stands")
+            if result.smallest_margin is not None:
+                margins.append(result.smallest_margin)
+        segments += result.segments_expected
+    caught = {name: sum(not check(c, runners.mlx_probabilities(c.samples, c.rate, variant))
+                        for c in cases)
+              for name, variant in MUTATIONS.items()}
+    return {"metric": "max_edge_delta", "unit": "chunks", "n": len(cases),
+            "segments": segments, "largest_noise": worst,
+            "smallest_reference_margin": min(margins) if margins else None,
+            "mutation_cases_caught": caught,
+            "cases": [c.name for c in cases],
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from paritygate.spec import update_claim
+
+    parser = argparse.ArgumentParser(description="Measure the segment-edges claim's basis.")
+    parser.add_argument("--write", action="store_true", help="write the basis into parity.toml")
+    args = parser.parse_args(argv)
+    basis = segment_edge_basis(vad_gate.load_cases())
+    print(json.dumps(basis, indent=1))
+    if args.write:
+        update_claim(HERE / "parity.toml", "segment-edges", bound=0, status="calibrated",
+                     basis=basis)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
