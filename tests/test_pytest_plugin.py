@@ -95,3 +95,43 @@ def test_importing_paritygate_imports_no_pytest():
     code = "import sys, paritygate, paritygate.reports, paritygate.claims_check; print('pytest' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+SPEED_CLAIM = """
+[claims.instant]
+outputs = ["y"]
+metric = "p50_ms"
+bound = 1e-9
+oracle = "approximation"
+status = "provisional"
+hardware = "this-box"
+params = { blocks = 2, block_size = 10, warmup = 1 }
+
+[hardware.this-box]
+system = "*"
+"""
+
+SPEED_TEST_MODULE = '''
+def test_whole_spec(paritygate_gate):
+    result = paritygate_gate("parity.toml")
+    assert [(n.claim_id, n.reason) for n in result.not_evaluated] == [
+        ("instant", "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite")]
+'''
+
+
+def test_speed_claims_are_not_evaluated_inside_the_test_suite(pytester):
+    """A speed claim on this machine's hardware class (1e-9 ms: it fails wherever it is timed) is
+    listed as not evaluated by the plugin, while a gate run on the class evaluates and fails it."""
+    from spec_helpers import TINY_SPEC
+
+    from paritygate.gate import run_gate
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    path = make_project(pytester.path, TINY_SPEC + SPEED_CLAIM)
+    pytester.makepyfile(test_speed=SPEED_TEST_MODULE)
+    record(load_spec(path))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    gated = run_gate(load_spec(path))
+    assert not gated.passed and [v.claim_id for v in gated.verdicts if not v.passed] == ["instant"]

@@ -490,12 +490,17 @@ def _run_all(spec: Spec, names: list[str], cases: list[str], result: GateResult,
         progress("done", total, total)
 
 
+SPEED_IN_TESTS = "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite"
+
+
 def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable[str] | None = None,
-             hardware: Iterable[str] | str | None = None, progress: Progress | None = None) -> GateResult:
+             hardware: Iterable[str] | str | None = None, progress: Progress | None = None,
+             speed: bool = True) -> GateResult:
     """Verify, run every candidate on every case, evaluate every claim; see the module docstring.
 
     ``claims`` / ``cases`` restrict the run (unknown names are a SpecError). ``hardware`` names
-    this machine's hardware classes instead of matching the spec's conditions.
+    this machine's hardware classes instead of matching the spec's conditions. ``speed=False``
+    (the pytest plugin) lists speed claims as not evaluated: timing belongs to gate runs.
     """
     claim_ids = list(claims) if claims is not None else list(spec.claims)
     case_names = list(cases) if cases is not None else list(spec.cases)
@@ -513,6 +518,8 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
         if claim.hardware not in classes:
             result.not_evaluated.append(NotEvaluated(
                 cid, f"holds for hardware class {claim.hardware!r}; this machine is {', '.join(classes)}"))
+        elif claim.scope == "speed" and not speed:
+            result.not_evaluated.append(NotEvaluated(cid, SPEED_IN_TESTS))
         else:
             selected.append(claim)
     names = runners_that_run(spec, [c.id for c in selected])

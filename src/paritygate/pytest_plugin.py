@@ -6,7 +6,8 @@ Fixtures:
 - ``paritygate_gate``: a callable ``gate(spec, claim=None, case=None) -> GateResult`` that runs the
   gate on a whole spec, or on one claim and/or one case, and fails the test with the Markdown
   summary when the gate does not pass (a violated claim, drift, a runner error, or a run that
-  evaluated nothing);
+  evaluated nothing). Speed claims are listed as not evaluated: they are measured by
+  ``paritygate gate`` on their hardware class, never inside a unit-test suite;
 - ``paritygate_claim``: shorthand for gating one claim, ``claim(spec, claim_id, case=None)``;
 - ``paritygate_paired``: the paired oracle, ``paired(baseline, candidate, **options) ->
   PairedResult`` (options of :func:`paritygate.paired.paired`): runs both orders in the test's
@@ -107,6 +108,7 @@ def _run_gate(spec: Path, claim: str | None, case: str | None) -> Any:
         load_spec(spec),
         claims=[claim] if claim is not None else None,
         cases=[case] if case is not None else None,
+        speed=False,  # speed claims are gate runs on their hardware class, not unit tests
     )
 
 
