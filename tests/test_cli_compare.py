@@ -211,8 +211,6 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
     np.savez(object_npz, x=np.array([None], dtype=object))
     wide = tmp_path / "wide.npy"
     np.save(wide, np.zeros((2, 3), np.float32))
-    empty_array = tmp_path / "nothing.npy"
-    np.save(empty_array, np.zeros(0, np.float32))
     complex_npy = tmp_path / "complex.npy"
     np.save(complex_npy, np.arange(6, dtype=np.complex64))
     (tmp_path / "rect.json").write_text(json.dumps({"x": [[1, 2], [3, 4]]}))
@@ -230,7 +228,6 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
         (empty_npy, good, "empty.npy: is empty"),
         (object_npz, object_npz, "objects.npz[x]: holds an object array"),
         (wide, good, "good: shape mismatch: actual (2, 3) float32 vs expected (6,) float32"),
-        (empty_array, good, "shape mismatch: actual (0,) float32 vs expected (6,) float32"),
         (complex_npy, good, "complex (complex64) against real (float32)"),
         (tmp_path / "rect.json", tmp_path / "ragged.json", "x: structure mismatch"),
         (tmp_path / "words.json", tmp_path / "number.json", "strings are only compared with strings"),
@@ -268,6 +265,11 @@ def test_odd_but_valid_files_get_a_verdict(tmp_path, capsys):
     np.save(tmp_path / "e1.npy", np.zeros((0, 3), np.float32))
     np.save(tmp_path / "e2.npy", np.zeros((0, 3), np.float64))
     assert _run([str(tmp_path / "e1.npy"), str(tmp_path / "e2.npy")], capsys)[0] == 0
+    # empty against non-empty: outside bounds (exit 1) with the reason, not bad input
+    np.save(tmp_path / "full.npy", np.ones((2, 3), np.float32))
+    code, out, err = _run([str(tmp_path / "e1.npy"), str(tmp_path / "full.npy"), "--atol", "1"], capsys)
+    assert (code, err) == (1, "") and "output full: FAIL" in out
+    assert "actual is empty with shape (0, 3), expected has 6 element(s) with shape (2, 3)" in out
 
 
 def test_bad_flag_values_exit_2(files, capsys):

@@ -218,8 +218,26 @@ def test_all_nan_and_zero_vectors_are_defined():
 def test_empty_outputs():
     assert compare(np.zeros((0, 3)), np.zeros((0, 3))).passed
     assert compare(np.zeros((0,)), np.zeros((0,)), min_cosine=0.9).passed
-    with pytest.raises(InputError, match=r"shape mismatch: actual \(0,\) float64 vs expected \(1,\) float64"):
-        compare({"x": np.zeros(0)}, {"x": np.zeros(1)})
+    # Empty against non-empty is a defined case: the output fails (no bad-input error), either way.
+    for actual, expected, empty, full in (
+        (np.zeros((0, 4), np.float32), np.ones((3, 4)), "actual", "expected"),
+        (np.ones(3), np.zeros(0), "expected", "actual"),
+    ):
+        result = compare({"boxes": actual}, {"boxes": expected}, atol=1.0)
+        out = result["boxes"]
+        assert not result.passed and not out.passed
+        assert [f.metric for f in out.failures] == ["size"]
+        assert out.failures[0].detail.startswith(f"{empty} is empty with shape")
+        assert f"{full} has {max(actual.size, expected.size)} element(s)" in out.failures[0].detail
+        assert out.cosine is None and out.cosine_undefined == f"{empty} is empty"
+        text = format_comparison(result)
+        assert "output boxes: FAIL" in text and "no element compared: one side is empty" in text
+        json.dumps(result.to_dict())
+    # Incompatible kinds stay input errors whatever the sizes; two non-empty shapes still must match.
+    with pytest.raises(InputError, match="complex"):
+        compare(np.zeros(0, np.complex64), np.ones(2))
+    with pytest.raises(InputError, match=r"shape mismatch: actual \(0, 3\) float64 vs expected \(3, 0\)"):
+        compare(np.zeros((0, 3)), np.zeros((3, 0)))
 
 
 def test_shape_mismatch_names_path_shapes_and_dtypes():

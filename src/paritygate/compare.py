@@ -10,12 +10,14 @@ output path.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .backends import numpy as host
 from .errors import InputError
+from .metrics import dtype_kind, promote
 from .outputs import ROOT, flatten_outputs, framework_backend
 from .results import Comparison, Failure, OutputComparison, Tolerance
 
@@ -157,6 +159,9 @@ def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
 
     backend_actual = framework_backend(actual)
     backend_expected = framework_backend(expected)
+    one_side_empty = _empty_against_non_empty(actual, expected, backend_actual, backend_expected, tolerance, path)
+    if one_side_empty is not None:
+        return one_side_empty
     if backend_actual is not None and backend_expected is not None and backend_actual is not backend_expected:
         # Two frameworks: no device holds both, so both cross to the host and say so.
         a_np = backend_actual.to_numpy(actual)
@@ -174,6 +179,60 @@ def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         other_expected = expected if backend_expected is not None else _host_side(expected, "expected", path)
         return backend.compare_arrays(other_actual, other_expected, tolerance, path)
     return _compare_host(actual, expected, tolerance, path)
+
+
+def _shape_and_dtype(obj: Any, backend: Any) -> tuple[tuple[int, ...], str] | None:
+    """Shape and dtype name of a leaf without reading its data; None when it has none."""
+    if backend is not None:
+        return tuple(int(s) for s in obj.shape), backend.dtype_name(obj.dtype)
+    if isinstance(obj, np.ndarray):
+        return obj.shape, host.dtype_name(obj.dtype)
+    try:
+        arr = np.asarray(obj)  # scalars and numeric lists: small, or already arrays
+    except Exception:
+        return None
+    return arr.shape, host.dtype_name(arr.dtype)
+
+
+def _empty_against_non_empty(
+    actual: Any, expected: Any, backend_actual: Any, backend_expected: Any, tolerance: Tolerance, path: str
+) -> OutputComparison | None:
+    """An empty output against a non-empty one: a failing output (the two differ), not bad input.
+
+    Two empty outputs of the same shape are equal and go through the kernels like any pair;
+    incompatible dtypes stay input errors whatever the sizes.
+    """
+    facts_a = _shape_and_dtype(actual, backend_actual)
+    facts_e = _shape_and_dtype(expected, backend_expected)
+    if facts_a is None or facts_e is None:
+        return None
+    (shape_a, dtype_a), (shape_e, dtype_e) = facts_a, facts_e
+    size_a, size_e = math.prod(shape_a), math.prod(shape_e)
+    if (size_a == 0) == (size_e == 0) or "other" in (dtype_kind(dtype_a), dtype_kind(dtype_e)):
+        return None  # strings, objects ...: the kernels' own checks name what is wrong
+    compared_as, promotion, _ = promote(dtype_a, dtype_e, path=path)
+    empty, full, full_shape = ("actual", "expected", shape_e) if size_a == 0 else ("expected", "actual", shape_a)
+    failure = Failure(
+        "size",
+        bound=size_e,
+        observed=size_a,
+        detail=f"{empty} is empty with shape {shape_a if size_a == 0 else shape_e}, "
+        f"{full} has {max(size_a, size_e)} element(s) with shape {full_shape}",
+    )
+    return OutputComparison(
+        path=path,
+        passed=False,
+        shape=None,
+        dtype_actual=dtype_a,
+        dtype_expected=dtype_e,
+        compared_as=compared_as,
+        promotion=promotion,
+        size=0,
+        tolerance=tolerance,
+        cosine_undefined=f"{empty} is empty",
+        failures=[failure],
+        backend=(backend_actual or backend_expected or host).name,
+    )
 
 
 def _host_side(obj: Any, side: str, path: str) -> np.ndarray:

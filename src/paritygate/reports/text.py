@@ -108,6 +108,8 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
             )
     elif not numeric:
         lines.append(f"{ind}compared exactly")
+    elif out.shape is None:
+        lines.append(f"{ind}no element compared: one side is empty")
     else:
         lines.append(f"{ind}empty on both sides")
     if out.failures:
@@ -197,7 +199,8 @@ def comparison_table(comparison: Comparison) -> "Table":
         if out.worst:
             el = out.worst[0]
             worst = f"{','.join(str(i) for i in el.index) or '()'}: {_num(el.actual)} vs {_num(el.expected)}"
-        numeric = out.compared_as not in ("str", "bytes")
+        # An empty output against a non-empty one (shape None) has no metrics to show.
+        numeric = out.compared_as not in ("str", "bytes") and out.shape is not None
         cosine = "-"
         if numeric:
             cosine = f"{out.cosine:.9g}" if out.cosine is not None else "undefined"
