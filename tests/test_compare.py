@@ -400,3 +400,17 @@ def test_jax_arrays_compare_with_numpy():
     out = compare(jnp.asarray(e) * 2, e, atol=0.5)[""]
     assert out.mismatches == 5 and out.max_abs == 1.0
     assert compare(jnp.asarray(e), e).passed
+
+
+def test_empty_framework_output_against_a_non_empty_one_fails_without_reading_data():
+    import onnxruntime as ort
+    import torch
+
+    for empty, full in (
+        (torch.zeros(0, 4), np.ones((2, 4))),
+        (ort.OrtValue.ortvalue_from_numpy(np.zeros((0, 4), np.float32)), np.ones((2, 4))),
+    ):
+        out = compare({"boxes": empty}, {"boxes": full})["boxes"]
+        assert not out.passed and [f.metric for f in out.failures] == ["size"]
+        assert "actual is empty with shape (0, 4), expected has 8 element(s) with shape (2, 4)" in out.failures[0].detail
+        assert compare({"boxes": empty}, {"boxes": np.zeros((0, 4))}).passed

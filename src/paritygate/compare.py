@@ -184,7 +184,8 @@ def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
 def _shape_and_dtype(obj: Any, backend: Any) -> tuple[tuple[int, ...], str] | None:
     """Shape and dtype name of a leaf without reading its data; None when it has none."""
     if backend is not None:
-        return tuple(int(s) for s in obj.shape), backend.dtype_name(obj.dtype)
+        shape, dtype, _device = backend.describe(obj)
+        return tuple(shape), dtype
     if isinstance(obj, np.ndarray):
         return obj.shape, host.dtype_name(obj.dtype)
     try:
