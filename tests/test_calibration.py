@@ -103,6 +103,20 @@ def test_exactly_zero_noise_proposes_an_exact_claim():
     assert "exact-equivalence claim" in stored.reason
 
 
+def test_zero_in_value_but_not_in_bytes_is_not_an_exact_claim():
+    def signed_zeros(case):  # -0.0 against +0.0: max-abs 0, yet byte equality fails
+        base = model(inputs(case))
+        flipped = dict(base, hidden=base["hidden"].copy())
+        flipped["hidden"][0, 0] = -0.0
+        base["hidden"][0, 0] = 0.0
+        return base, flipped
+
+    result = calibrate(signed_zeros, 16, outputs=["hidden"])
+    assert result.claim_metric.largest_noise == 0
+    assert not result.noise_exactly_zero and result.proposal == "tolerance"
+    assert result.exact_claim() is None and result.proposed_bound == 0
+
+
 def test_no_gap_is_refused_with_the_reason():
     def half_precision(case):  # a float16 port whose noise swamps a small, real bug
         return model(inputs(case), np.float64), model(inputs(case), np.float16)
@@ -113,6 +127,25 @@ def test_no_gap_is_refused_with_the_reason():
     assert result.reason.startswith(NO_GAP_REASON)
     assert "noise(1e-05) gives only" in result.reason
     assert "REFUSED: no gap between noise and the smallest bug" in result.summary()
+
+
+def test_summary_states_the_gap_width_and_ratio_or_its_absence():
+    result = calibrate(twin, 16, outputs=["hidden"], model_mutations={"zeroed block": zeroed_block})
+    dist = result.claim_metric
+    line = result.gap_line()
+    assert line in result.summary()
+    assert f"width {dist.smallest_bug - dist.largest_noise:.4g}" in line
+    assert f"the bug {dist.smallest_bug / dist.largest_noise:.3g}x the noise" in line
+    floor = calibrate(twin, 16, metric="cosine", outputs=["hidden"], mutations=[spike(0.5)])
+    cos = floor.claim_metric
+    assert f"{(1 - cos.smallest_bug) / (1 - cos.largest_noise):.3g}x" in floor.gap_line()
+
+    def half_precision(case):
+        return model(inputs(case), np.float64), model(inputs(case), np.float16)
+
+    refused = calibrate(half_precision, 16, outputs=["hidden"], mutations=[additive_noise(1e-5)])
+    assert "NO GAP, the bug hides inside the noise" in refused.gap_line()
+    assert "x the noise" not in refused.gap_line()
 
 
 def test_margin_is_applied_only_when_named_and_said():

@@ -162,6 +162,7 @@ def test_no_gap_is_refused_with_exit_1_and_nothing_written(project, capsys):
     out = capsys.readouterr().out
     assert "REFUSED: no gap between noise and the smallest bug: change the comparison, not the constant" in out
     assert "nothing written" in out
+    assert "calibrated against the bugs it must catch" not in out  # an equivalence claim
     assert project.read_text() == before
 
 
@@ -234,3 +235,45 @@ def test_builtin_mutations_can_be_chosen(project, capsys):
     assert "shift(axis=-1,by=1)" in out and "swap(axis=-1,0<->1)" in out and "float16" not in out
     assert main(["calibrate", str(project), "--claim", "y-close", "--mutations", "none"]) == 1
     assert "no mutation changed the candidate's outputs" in capsys.readouterr().out
+
+
+def _judged(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("spec now: "))
+
+
+def test_the_specs_current_bound_is_judged_on_the_measured_distributions(project, capsys, tmp_path):
+    json_path = tmp_path / "calibration.json"
+    assert main(["calibrate", str(project), "--claim", "y-close", "--json", str(json_path)]) == 0
+    out = capsys.readouterr().out
+    dist = json.loads(json_path.read_text())["by_metric"]["max_abs"]
+    let_through = sorted(name for name, values in dist["bugs"].items() if min(values) <= 1e-3)
+    assert let_through, "the guessed bound 1e-3 should let a float16 drop through"
+    assert _judged(out) == (
+        "spec now: max_abs <= 0.001 (status provisional): noise fails it in 0 of 16 runs; "
+        f"it lets through {', '.join(let_through)}"
+    )
+    assert "--write stores the proposal" in out
+    # A bound below the measured noise: every noise run fails it, no mutation passes it.
+    project.write_text(project.read_text().replace("bound = 1e-3  # guessed", "bound = 1e-12  # guessed"))
+    assert main(["calibrate", str(project), "--claim", "y-close"]) == 0
+    failing = sum(1 for v in dist["noise"] if v > 1e-12)
+    assert _judged(capsys.readouterr().out).endswith(
+        f"noise fails it in {failing} of 16 runs; it catches every mutation in every case"
+    )
+    assert failing == 16
+
+
+def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_noise(project, capsys):
+    # A float16 port claimed as an approximation: a bfloat16 drop hides inside its own difference.
+    project.write_text(project.read_text().replace(
+        'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
+        'oracle = "approximation"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
+    ))
+    assert load_spec(project).claims["y-half"].oracle == "approximation"
+    code = main(["calibrate", str(project), "--claim", "y-half", "--mutations", "bfloat16,shift"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "inside the noise: bfloat16; beyond it: shift(axis=-1,by=1)" in out
+    assert "an approximation claim is calibrated against the bugs it must catch" in out
+    assert main(["calibrate", str(project), "--claim", "y-half", "--mutations", "shift"]) == 0
+    assert "calibrated against the bugs it must catch" not in capsys.readouterr().out

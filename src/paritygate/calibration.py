@@ -307,6 +307,8 @@ class CalibrationResult:
             gap = ("separated" if dist.separated else "NO GAP") if dist.gap is not None else "-"
             lines.append(f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}")
         lines.append("")
+        lines.append(self.gap_line())
+        lines.append("")
         lines.append(f"mutations (signal on {self.metric}, least detectable case):")
         for m in self.mutations:
             caught = f", caught in {m.caught}/{m.cases} cases" if m.caught is not None else ""
@@ -334,6 +336,38 @@ class CalibrationResult:
                 f"smallest bug {_g(self.claim_metric.smallest_bug)}; margin: {margin})"
             )
         return "\n".join(lines)
+
+    def judge_bound(self, metric: str, bound: float) -> str:
+        """How an existing bound on ``metric`` fares on these distributions, in one line."""
+        if metric == "exact":
+            metric, bound = "max_abs", 0.0
+        dist = self.by_metric.get(metric)
+        if dist is None:
+            return f"{metric} was not measured"
+        holds = (lambda v: v <= bound) if dist.direction == "max" else (lambda v: v >= bound)
+        failing = sum(1 for v in dist.noise if not holds(v))
+        missed = sorted(name for name, values in dist.bugs.items() if any(holds(v) for v in values))
+        text = f"noise fails it in {failing} of {len(dist.noise)} runs"
+        text += f"; it lets through {', '.join(missed)}" if missed else "; it catches every mutation in every case"
+        return text
+
+    def gap_line(self) -> str:
+        """The gap on the claim's metric in words: its width and how far apart noise and bug are."""
+        dist = self.claim_metric
+        if dist.gap is None or dist.largest_noise is None or dist.smallest_bug is None:
+            return f"gap on {self.metric}: not measured (no noise or no bug signal)"
+        head = (
+            f"gap on {self.metric}: largest noise {_g(dist.largest_noise)}, smallest bug "
+            f"{_g(dist.smallest_bug)} ({dist.smallest_bug_mutation})"
+        )
+        if not dist.separated:
+            return f"{head}: NO GAP, the bug hides inside the noise"
+        # Distance from perfect agreement: the value itself for errors, 1 - value for similarities.
+        noise = dist.largest_noise if dist.direction == "max" else 1.0 - dist.largest_noise
+        bug = dist.smallest_bug if dist.direction == "max" else 1.0 - dist.smallest_bug
+        if noise <= 0:
+            return f"{head}: width {_g(dist.gap)}; the noise is exactly zero"
+        return f"{head}: width {_g(dist.gap)}, the bug {bug / noise:.3g}x the noise's distance from agreement"
 
     def to_dict(self) -> dict[str, Any]:
         data = to_jsonable(self)
@@ -634,7 +668,9 @@ class _Measure:
             out = compare_output(a, e, self.tolerance, path)
             nf = out.nonfinite
             nonfinite = bool(nf.nan_one_side or nf.inf_mismatch)
-            zero &= out.max_abs == 0 and not nonfinite
+            # An exact claim is byte equality: a zero difference in value with other bytes
+            # (a signed zero, a NaN payload, another dtype) is not exactly zero noise.
+            zero &= out.max_abs == 0 and not nonfinite and _bytes_equal(a, e)
             row: dict[str, float] = {}
             for name in self.metrics:
                 if name == "ssim":
@@ -738,6 +774,10 @@ def _propose(result: CalibrationResult) -> None:
         separating = [n for n, d in result.by_metric.items() if d.separated and n != metric]
         if separating:
             result.reason += f" ({', '.join(separating)} separates them)"
+        hidden, beyond = _split_by_noise(result)
+        result.reason += f"; inside the noise: {', '.join(hidden)}"
+        if beyond:
+            result.reason += f"; beyond it: {', '.join(beyond)}"
         return
     factor = math.prod(result.margins.values()) if result.margins else 1.0
     if direction == "max":
@@ -775,6 +815,22 @@ def _propose(result: CalibrationResult) -> None:
     for summary in result.mutations:
         signals = dist.bugs.get(summary.name, [])
         summary.caught = sum(1 for v in signals if (v > bound if direction == "max" else v < bound))
+
+
+def _split_by_noise(result: CalibrationResult) -> tuple[list[str], list[str]]:
+    """Mutations whose least detectable signal lies inside the noise, and those beyond it."""
+    dist = result.claim_metric
+    hidden, beyond = [], []
+    for summary in result.mutations:
+        if summary.smallest_signal is None:
+            continue
+        worse = (
+            summary.smallest_signal > dist.largest_noise
+            if result.direction == "max"
+            else summary.smallest_signal < dist.largest_noise
+        )
+        (beyond if worse else hidden).append(summary.name)
+    return hidden, beyond
 
 
 def _environment() -> dict[str, Any]:
@@ -892,7 +948,7 @@ def calibrate_claim(
         def mutant(runner: Any) -> Callable[[Any], Any]:
             return lambda case: runner.run(case).outputs
 
-        return calibrate(
+        result = calibrate(
             run_pair,
             chosen,
             metric=metric,
@@ -910,6 +966,16 @@ def calibrate_claim(
             claim_id=claim_id,
             label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
         )
+        hidden = _split_by_noise(result)[0] if result.refused and result.claim_metric.gap is not None else []
+        if claim.oracle == "approximation" and any(m.kind == "output" and m.name in hidden for m in result.mutations):
+            # An approximation changes the output on purpose, by more than a float16 drop or 1 %
+            # noise may: those output-level mutations measure numerical noise, not its bugs.
+            result.reason += (
+                "; an approximation claim is calibrated against the bugs it must catch: model-level "
+                "mutations of the approximation (--model-mutation) with --mutations none, unless "
+                "the output-level ones inside the noise are bugs this claim must catch"
+            )
+        return result
     finally:
         for runner in reversed(active):
             if runner.active:

@@ -138,6 +138,14 @@ def calibrate_command(
     except RunFailure as exc:
         raise InputError(f"a run failed during calibration: {exc.describe()}") from None
     click.echo(result.summary())
+    from ..spec import load_spec
+
+    current = load_spec(spec).claims[claim_id]
+    sign = "<=" if current.direction == "max" else ">="
+    click.echo(
+        f"spec now: {current.metric} {sign} {current.bound:g} (status {current.status}): "
+        f"{result.judge_bound(current.metric, current.bound)}"
+    )
     if json_path is not None:
         json_path.write_text(json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8")
         click.echo(f"raw distributions: {json_path}")
@@ -147,6 +155,9 @@ def calibrate_command(
         if write:
             click.echo("nothing written: the calibration refused")
         return 1
+    if not write:
+        click.echo("--write stores the proposal, status = calibrated and this basis in the spec")
+        return 0
     if write:
         fields = write_bound(spec, claim_id, result)
         if isinstance(chosen, list):
