@@ -141,6 +141,23 @@ def test_npy_files_compare_whatever_their_names(tmp_path, capsys):
     assert code == 1 and "output off: FAIL" in out  # named after B
 
 
+def test_files_of_one_unnamed_output_compare_whatever_their_names(tmp_path, capsys):
+    (tmp_path / "mine.json").write_text("[1, 2, 3]")
+    (tmp_path / "theirs.json").write_text(" [1, 2, 3]")
+    (tmp_path / "off.json").write_text("[1, 2, 4]")
+    np.save(tmp_path / "array.npy", np.array([1, 2, 3]))
+    (tmp_path / "named.json").write_text(json.dumps({"mine": [1, 2, 3]}))
+    for actual, expected in (("mine.json", "theirs.json"), ("array.npy", "theirs.json"),
+                             ("mine.json", "array.npy")):
+        code, out, err = _run([str(tmp_path / actual), str(tmp_path / expected)], capsys)
+        assert code == 0, (actual, expected, out, err)
+    code, out, _ = _run([str(tmp_path / "mine.json"), str(tmp_path / "off.json")], capsys)
+    assert code == 1 and "output off: FAIL" in out and "2: 3 vs 4" in out
+    # An object names its outputs: it is not renamed to the other file's stem.
+    code, out, _ = _run([str(tmp_path / "named.json"), str(tmp_path / "theirs.json")], capsys)
+    assert code == 1 and "missing: theirs" in out and "extra: mine" in out
+
+
 def test_json_and_npz_files(tmp_path, capsys):
     (tmp_path / "a.json").write_text(json.dumps({"ids": [1, 2, 3], "text": "hello"}))
     (tmp_path / "b.json").write_text(json.dumps({"ids": [1, 2, 3], "text": "hello"}))

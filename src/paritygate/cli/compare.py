@@ -11,14 +11,26 @@ import click
 __all__ = ["compare_command"]
 
 
+def _holds_one_unnamed_output(path: Path) -> bool:
+    """A .npy file, or a JSON document whose top level is not an object (a list, a number...):
+    load_outputs names its single output by the file's stem."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return True
+    if suffix != ".json":
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(4096).decode("utf-8-sig", errors="replace").lstrip()
+    return not head.startswith("{")
+
+
 def _load_pair(actual_file: Path, expected_file: Path) -> tuple[dict, dict]:
     from ..files import load_outputs
 
     actual = load_outputs(actual_file)
     expected = load_outputs(expected_file)
-    # A .npy file holds one unnamed array that load_outputs names by its file stem; two .npy
-    # files are the same output whatever they are called.
-    if actual_file.suffix.lower() == ".npy" and expected_file.suffix.lower() == ".npy":
+    # Two files that each hold one unnamed output are the same output whatever they are called.
+    if _holds_one_unnamed_output(actual_file) and _holds_one_unnamed_output(expected_file):
         (name,) = expected
         (value,) = actual.values()
         actual = {name: value}
