@@ -277,3 +277,22 @@ def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_no
     assert "an approximation claim is calibrated against the bugs it must catch" in out
     assert main(["calibrate", str(project), "--claim", "y-half", "--mutations", "shift"]) == 0
     assert "calibrated against the bugs it must catch" not in capsys.readouterr().out
+
+
+def test_zero_noise_makes_a_paired_equivalence_a_no_op_claim_and_a_stored_one_exact(project, capsys):
+    from paritygate.references import record
+
+    text = project.read_text().replace('candidates = ["port32"]', 'candidates = ["port32", "same"]')
+    project.write_text(text)
+    assert main(["calibrate", str(project), "--claim", "y-close", "--candidate", "same", "--write"]) == 0
+    claim = load_spec(project).claims["y-close"]
+    assert (claim.metric, claim.bound, claim.oracle, claim.mode) == ("exact", 0, "no-op", "paired")
+    record(load_spec(project))
+    assert main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "same", "--write"]) == 0
+    assert "an exact-equivalence claim" in capsys.readouterr().out
+    stored = load_spec(project).claims["y-stored"]
+    assert (stored.metric, stored.bound, stored.oracle, stored.mode) == ("exact", 0, "equivalence", "stored")
+    # Non-zero noise leaves an equivalence claim an equivalence claim.
+    assert main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "port32", "--write"]) == 0
+    stored = load_spec(project).claims["y-stored"]
+    assert stored.metric == "max_abs" and stored.bound > 0 and stored.oracle == "equivalence"

@@ -1023,6 +1023,10 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
     if claim is not None and claim.oracle == "no-op" and result.proposal == "tolerance":
         # Measured noise is not zero: the candidate is not a no-op; its claim is a tolerance.
         fields["oracle"] = "equivalence"
+    if claim is not None and claim.oracle == "equivalence" and result.proposal == "exact" and result.mode == "paired":
+        # Zero noise in paired mode: the strongest oracle the boundary allows is the no-op one
+        # (both orders, leaked state caught by check (b)), not a single byte comparison.
+        fields["oracle"] = "no-op"
 
     update_claim(spec_path, claim_id, **fields)
     return {**fields, "basis": result.basis()}  # plain data for the caller
