@@ -234,3 +234,25 @@ def test_provenance_records_the_thread_pools_of_loaded_runtimes(tmp_path, monkey
     assert all(isinstance(p["threads"], int) and p["threads"] >= 1 for p in threads["native_pools"])
     monkeypatch.delitem(sys.modules, "numba")
     assert "numba" not in capture(root=tmp_path)["threads"]
+
+
+def test_provenance_records_the_git_revision_and_dirty_flag_of_the_project(tmp_path):
+    import subprocess
+
+    from paritygate.drift import verify
+
+    path = make_project(tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "project"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    spec = load_spec(path)
+    record(spec)
+    recorded = json.loads((spec.references / "manifest.json").read_text())["provenance"]["git"]
+    assert recorded["revision"] == head and recorded["dirty"] is False
+    assert verify(spec).info == []
+    (tmp_path / "tiny.py").write_text((tmp_path / "tiny.py").read_text() + "\n# edited\n")
+    checked = verify(spec)
+    assert not checked.drift  # unpinned: information, not drift
+    assert checked.info == [f"git: recorded {head}, now {head} (dirty) (not pinned)"]
