@@ -93,6 +93,10 @@ def test_markdown_of_a_passing_run_and_of_an_empty_run(passing):
     empty = render_markdown(GateResult(spec="parity.toml").to_dict())
     assert empty.startswith("## ❌ paritygate: FAIL")
     assert "No claim was evaluated" in empty
+    # a gate that evaluated none says so once, as its error
+    gated = GateResult(spec="parity.toml", errors=["no claim was evaluated: a run that evaluates none proves nothing"]).to_dict()
+    for text in (render_markdown(gated), render_html(gated)):
+        assert text.lower().count("no claim was evaluated") == 1
 
 
 def test_markdown_escapes_table_cells():
@@ -137,8 +141,27 @@ def test_junit_of_an_empty_run_is_an_error_and_control_characters_are_removed():
     text = render_junit(result)
     root = ET.fromstring(text)  # would raise on a raw control character
     types = [e.get("type") for e in root.iter("error")]
-    assert types == ["run-error", "empty-run"]
+    assert types == ["run-error"]  # the run's error fails the file; no second entry repeats it
     assert "\x1b" not in text and "\x00" not in text
+    # a result holding nothing at all still fails
+    empty = ET.fromstring(render_junit(GateResult(spec="s.toml").to_dict()))
+    assert [e.get("type") for e in empty.iter("error")] == ["empty-run"] and empty.get("errors") == "1"
+
+
+def test_junit_of_a_gate_that_evaluated_no_claim_says_it_once(tmp_path):
+    from paritygate.gate import run_gate
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    from spec_helpers import TINY_SPEC, make_project
+
+    path = make_project(tmp_path, TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "elsewhere"')
+                        + '\n[hardware.elsewhere]\nsystem = "Plan9"\n')
+    record(load_spec(path))
+    root = ET.fromstring(render_junit(run_gate(load_spec(path)).to_dict()))
+    errors = [e.get("message") for e in root.iter("error")]
+    assert errors == ["no claim was evaluated: a run that evaluates none proves nothing"]
+    assert [s.get("message") for s in root.iter("skipped")] == ["holds for hardware class 'elsewhere'; this machine is any"]
 
 
 def _without_data_uris(html: str) -> str:

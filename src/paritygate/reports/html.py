@@ -213,7 +213,8 @@ def render_html(result: dict[str, Any]) -> str:
         f"{counts['failed']} violated · {counts['not_evaluated']} not evaluated · "
         f"{counts['drift']} drift · {counts['errors']} errors</p>",
     ]
-    if not verdicts(result):
+    if not verdicts(result) and not result.get("errors") and not result.get("drift"):
+        # (a gate's own "no claim was evaluated" error, or drift, already says why)
         parts.append('<p class="note">No claim was evaluated: a gate that ran nothing fails.</p>')
 
     items = verdicts(result)

@@ -4,7 +4,7 @@ Shape (the common JUnit schema most CI systems read): ``<testsuites>`` holding o
 ``<testsuite>`` per candidate; a ``<testcase classname="paritygate.<candidate>.<claim>"
 name="<case>">`` per verdict, with ``<failure>`` when the claim is violated. Claims that were not
 evaluated are ``<skipped>`` testcases; drift and run errors are ``<error>`` testcases of a
-``paritygate.run`` suite, and so is a run that evaluated no claim.
+``paritygate.run`` suite, and so is a result holding no verdict, no error and no drift.
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ def render_junit(result: dict[str, Any]) -> str:
         head = str(message).splitlines()[0] if str(message) else "error"
         error = ET.SubElement(case, "error", message=_clean(head), type="run-error")
         error.text = _clean(message)
-    if not result.get("verdicts"):
+    if not result.get("verdicts") and not result.get("errors") and not result.get("drift"):
+        # Said once: a run error (the gate's own "no claim was evaluated") or drift already
+        # fails the file; this testcase is for a result that holds nothing at all.
         case = ET.SubElement(
             run, "testcase", classname="paritygate.run", name="claims evaluated", time="0"
         )

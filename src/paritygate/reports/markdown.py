@@ -51,7 +51,8 @@ def render_markdown(result: dict[str, Any]) -> str:
             "candidate is wrong. Re-record deliberately once the change is understood."
         )
         lines.append("")
-    if not verdicts(result):
+    if not verdicts(result) and not result.get("errors") and not result.get("drift"):
+        # (a gate's own "no claim was evaluated" error, or drift, already says why)
         lines.append("**No claim was evaluated: a gate that ran nothing fails.**")
         lines.append("")
 
