@@ -166,6 +166,9 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "runner cand, case a: crash: exited with status 7" in out
     assert "fatal: cannot open model weights at /nonexistent/weights.bin" in out
+    # the stderr is shown once per failed case, with the run error; the claim verdict points there
+    assert out.count("/nonexistent/weights.bin") == 2
+    assert "FAIL y-close · cand · case a: run (runner cand produced no outputs for this case (its run error says why))" in out
     result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
     assert any("/nonexistent/weights.bin" in e for e in result["errors"])
     # the same command without the fault passes: the runner itself is sound

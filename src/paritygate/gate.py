@@ -296,7 +296,7 @@ def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual:
     for case in cases:
         out = actual.get(case)
         if out is None:
-            failures.append(Failure("missing_case", None, None, where=case, detail="the candidate produced no outputs"))
+            failures.append(Failure("missing_case", None, None, where=case, detail="the candidate produced no outputs (its run error says why)"))
             continue
         covered = _covered(claim, out)
         reference = _covered(claim, expected.get(case, {})) if expected is not None else {}
@@ -378,7 +378,7 @@ def _speed(spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs
                         where=str(spec.path))
     gated = runs.outputs.get(candidate, {}).get(case_name)
     if gated is None:
-        return verdict(None, [Failure("run", None, None, detail=f"runner {candidate} produced no checked outputs for case {case_name}")], {})
+        return verdict(None, [Failure("run", None, None, detail=f"runner {candidate} produced no checked outputs for case {case_name} (its run error says why)")], {})
 
     def same_as_gated(outputs: Any) -> bool:
         return bool(compare(outputs, gated))
@@ -600,7 +600,7 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
                 if actual is None:
                     result.verdicts.append(ClaimVerdict(
                         claim.id, candidate, case, False, claim.oracle, claim.metric, claim.bound, claim.unit,
-                        failures=[Failure("run", None, None, detail=f"runner {candidate} produced no outputs for this case")]))
+                        failures=[Failure("run", None, None, detail=f"runner {candidate} produced no outputs for this case (its run error says why)")]))
                     continue
                 result.verdicts.append(evaluate_claim(claim, candidate, case, actual, expected))
 
