@@ -3,9 +3,10 @@
 ``paritygate calibrate`` measures claims on output pairs (max-abs, cosine, exact ...); the
 segment-edge claim is measured in chunks on segments matched in order (:mod:`vad_gate`), so its
 bound, 0 chunks, rests on this script instead: over every gated case of the spec with its
-recorded reference, both candidates' edge deltas (the noise), the smallest margin of a reference
-edge from its threshold (how close an edge was to moving), and how many cases each planted port
-bug of ``vad_mlx.PortVariant`` moves, drops or adds a segment in (the signal).
+recorded reference, both candidates' edge deltas (the noise), each reference edge's probability
+margin from the threshold it crossed and the smallest of them (how close an edge was to moving),
+and how many cases each planted port bug of ``vad_mlx.PortVariant`` moves, drops or adds a
+segment in (the signal).
 
     python segment_edges_basis.py            # print the basis
     python segment_edges_basis.py --write    # also write it into [claims.segment-edges]
@@ -39,11 +40,15 @@ def segment_edge_basis(cases: list[vad_gate.CaseData]) -> dict:
     def check(case, probs):
         return vad_gate.check_segments(probs, case.reference, case, max_edge_delta=0)
 
-    worst, margins, segments = 0, [], 0
+    worst, margins, segments, edges = 0, [], 0, {}
     for case in cases:
         for probs in (runners.mlx_probabilities(case.samples, case.rate),
                       runners.onnx_probabilities(case.samples, case.rate)):
             result = check(case, probs)
+            edges[case.name] = [
+                {"segment": e.segment, "edge": e.edge, "chunk": e.expected_chunk,
+                 "reference_probability": e.reference_probability, "margin": e.margin}
+                for e in result.edges]
             worst = max(worst, result.observed_max_delta)
             if not result.passed:
                 raise SystemExit(f"{result.describe()}\nthe candidates do not meet a 0-chunk "
@@ -59,18 +64,24 @@ def segment_edge_basis(cases: list[vad_gate.CaseData]) -> dict:
             "smallest_reference_margin": min(margins) if margins else None,
             "mutation_cases_caught": caught,
             "cases": [c.name for c in cases],
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "edges": edges}
 
 
 def main(argv: list[str] | None = None) -> int:
     from paritygate.spec import update_claim
 
     parser = argparse.ArgumentParser(description="Measure the segment-edges claim's basis.")
-    parser.add_argument("--write", action="store_true", help="write the basis into parity.toml")
+    parser.add_argument("--write", action="store_true",
+                        help="write the basis into parity.toml and, with every reference edge's "
+                             "margin, into calibration/segment-edges.json")
     args = parser.parse_args(argv)
     basis = segment_edge_basis(vad_gate.load_cases())
     print(json.dumps(basis, indent=1))
     if args.write:
+        (HERE / "calibration" / "segment-edges.json").write_text(json.dumps(basis, indent=1) + "\n")
+        edges = basis.pop("edges")
+        basis["edges"] = f"{sum(map(len, edges.values()))} edges with their margins in calibration/segment-edges.json"
         update_claim(HERE / "parity.toml", "segment-edges", bound=0, status="calibrated",
                      basis=basis)
     return 0

@@ -68,3 +68,8 @@ def convert_weights(example_on_path):
 @pytest.fixture(scope="module")
 def cases(vad_gate):
     return vad_gate.load_cases()
+
+
+@pytest.fixture(scope="module")
+def segment_edges_basis(example_on_path):
+    return _module("segment_edges_basis")
