@@ -186,13 +186,18 @@ def _shape_and_dtype(obj: Any, backend: Any) -> tuple[tuple[int, ...], str] | No
     if backend is not None:
         shape, dtype, _device = backend.describe(obj)
         return tuple(shape), dtype
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):
         return obj.shape, host.dtype_name(obj.dtype)
     try:
-        arr = np.asarray(obj)  # scalars and numeric lists: small, or already arrays
+        if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+            # An array of a framework without a backend: its facts, never a copy of its data.
+            return tuple(int(s) for s in obj.shape), host.dtype_name(obj.dtype)
+        if isinstance(obj, (bool, int, float, complex, list, tuple)):
+            arr = np.asarray(obj)  # Python numbers and numeric lists are small
+            return arr.shape, host.dtype_name(arr.dtype)
     except Exception:
-        return None
-    return arr.shape, host.dtype_name(arr.dtype)
+        pass  # the comparison itself reports what cannot be read
+    return None
 
 
 def _empty_against_non_empty(
