@@ -7,7 +7,9 @@ torch (CUDA): two 4 GiB bfloat16 tensors (2**31 elements each).
   largest number of elements any ``.cpu()`` / ``.numpy()`` / ``__array__`` / ``__dlpack__`` call
   moved to the host (intercepted).
 MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1-D arrays of
-  2**31 elements): one read of both, and paritygate's MLX backend passing and failing.
+  2**31 elements): one read of both, and paritygate's MLX backend passing and failing (time and
+  MLX peak memory above the inputs); then the float32 arithmetic against the host engine on a
+  slice of 2**25 elements (counts, max_abs, ULPs, worst elements exact).
 
 Usage: python benchmarks/bench_compare_gpu.py torch|mlx [--tune] [--json OUT.json]
 Prints one line per measurement and the ratios to one read of both arrays.
@@ -152,14 +154,14 @@ def bench_torch(reps: int, tune: bool) -> dict:
     return out
 
 
-def bench_mlx(reps: int) -> dict:
+def bench_mlx(reps: int, size: tuple | None = None) -> dict:
     import mlx.core as mx
 
     from paritygate.backends import mlx as mlx_backend
     from paritygate.results import Tolerance
 
     out: dict = {"device": str(mx.default_device()), "mlx": mx.__version__}
-    shape = (1 << 15, 1 << 15)
+    shape = (1 << 15, 1 << 15) if size is None else size
     x = mx.random.normal(shape).astype(mx.bfloat16)
     x2 = mx.array(x)
     y = (x + mx.random.normal(shape) * 0.01).astype(mx.bfloat16)
@@ -189,6 +191,29 @@ def bench_mlx(reps: int) -> dict:
         out[f"paritygate_{case}_extra_bytes"] = extra
         out[f"paritygate_{case}_mismatches"] = holder["r"].mismatches
         out[f"paritygate_{case}_passed"] = bool(holder["r"].passed)
+        out[f"paritygate_{case}_extra_mib"] = round(extra / 2**20, 1)
+    # Exactness of the float32 arithmetic against the host engine (float64, numpy) on a slice of
+    # 2**25 elements: counts, maxima, ULPs and worst elements must be equal, sums within 1e-6.
+    from paritygate.backends import numpy as host
+
+    rows = slice(0, 1024)
+    got = mlx_backend.compare_arrays(y[rows], x[rows], tol, "x")
+    ref = host.compare_arrays(mlx_backend.to_numpy(y[rows]), mlx_backend.to_numpy(x[rows]), tol, "x")
+    out["host_check_elements"] = got.size
+    for key in ("mismatches", "max_abs", "ulp_max", "ulp_nonzero", "ulp_over"):
+        out[f"host_check_{key}"] = f"{getattr(got, key)} vs host {getattr(ref, key)}"
+    out["host_check_worst_equal"] = [(w.index, w.excess) for w in got.worst] == [
+        (w.index, w.excess) for w in ref.worst
+    ]
+    out["host_check_mean_abs_rel"] = abs(got.mean_abs - ref.mean_abs) / ref.mean_abs
+    out["host_check_cosine_abs"] = abs(got.cosine - ref.cosine)
+    out["host_check_exact"] = (
+        got.mismatches == ref.mismatches
+        and got.max_abs == ref.max_abs
+        and got.ulp_max == ref.ulp_max
+        and got.ulp_nonzero == ref.ulp_nonzero
+        and out["host_check_worst_equal"]
+    )
     return out
 
 

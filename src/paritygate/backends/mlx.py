@@ -1,58 +1,93 @@
-"""MLX arrays (CPU and GPU): metrics computed by MLX on the default device, one ``mx.eval``.
+"""MLX arrays (CPU and GPU): metrics computed by MLX on the default device.
 
-The output pair is reduced chunk by chunk (``CHUNK`` elements): every chunk yields one small row
-of partial sums, maxima, counts and its k candidates of largest excess, scheduled with
-``mx.async_eval`` (which does not wait) so that the device frees each chunk's temporaries before
-the next; the rows are combined and the k best candidates selected in the same graph, and a single
-blocking ``mx.eval`` waits for the result. On a GPU the host also waits for the chunk
-``WINDOW_GPU`` places back before scheduling another (flow control that reads nothing back), since
-scheduled chunks hold their temporaries and the host outruns the device. Only ``len(STATS)`` numbers and 3k candidate values are
-then read back. A numpy array on the other side is copied into MLX one chunk at a time, each chunk
-evaluated before the next copy.
+The output pair is reduced chunk by chunk. One compiled step (``mx.compile``, so that MLX fuses the
+elementwise work) turns a chunk into a small vector of partial sums and maxima, a vector of exact
+integer counts and maxima, and the chunk's k candidates of largest excess. Each chunk is scheduled
+with ``mx.async_eval``; then the host blocks (``mx.eval``) on the chunk ``IN_FLIGHT - 1`` places
+back, so that at most ``IN_FLIGHT`` chunks hold their temporaries at any time whatever the speed
+of the device (the host otherwise queues chunks far faster than a GPU runs them, and every queued
+chunk holds its temporaries). The rows are combined and the k best candidates selected on the
+device; only ``len(STATS)`` numbers and 3k candidate values are then read back. A numpy array on
+the other side is copied into MLX one chunk at a time.
 
-Accuracy. On the CPU, MLX has float64: values are compared and sums accumulated in float64, and
-``cosine(x, x)`` is 1 within 1e-12. Metal and MLX's CUDA backend have no float64: there values are
-compared in float32, each chunk's sums are pairwise (blocks of ``PAIRWISE_BLOCK`` elements, then
-the block sums), and the chunk sums are combined with Neumaier's compensated summation. For sums
-of non-negative terms (``sum |a-e|``, ``sum a^2``) the relative error is bounded by about
-``(2 * PAIRWISE_BLOCK + 2) * 2**-24`` in the worst case and far smaller in practice: measured on
-16 Mi and 64 Mi float32 elements of magnitude 1e3 against unit-noise copies, every sum lies within
-5e-8 (relative) of its float64 value and the cosine within 4e-10
-(tests/test_backend_mlx.py::test_float32_accumulation_bound asserts 1e-7 and 1e-8). ``max_abs`` is
-one float32 rounding of ``|a - e|`` (relative 6e-8). Float64 inputs on a GPU default device are
-compared on the CPU stream, which has float64.
+Accumulation. On the CPU, MLX has float64: values are compared and sums accumulated in float64,
+and ``cosine(x, x)`` is 1 within 1e-12. Metal and MLX's CUDA backend have no float64: there the
+comparison runs in float32 ("float32 accumulation"). The environment variable
+``PARITYGATE_MLX_ACCUMULATE=float32`` (or the module attribute ``ACCUMULATE = "float32"``) selects
+float32 accumulation on the CPU too, so that the GPU arithmetic is tested without a GPU; ``auto``
+(the default) uses float64 exactly where the default device has it.
 
-Complex outputs are copied to the host and compared there as (real, imaginary) pairs (noted in
-``promotion``).
+What float32 accumulation keeps exact (equal to the host engine, bit for bit):
 
-Integers are compared in float64 on the CPU (exact up to 2**53, with an exact inequality test for
-64-bit integers) and in float32 on a GPU with the same exact inequality test, so a difference of
-one is never lost; bool outputs are compared as 0/1 exactly.
+* ``max_abs`` of floats: each difference is split error-free (TwoSum) into its float32 rounding
+  ``hi`` and the exact remainder ``lo``; the maximum is taken on ``(hi, lo)`` (rounding is
+  monotonic, so the largest ``hi`` holds the largest exact difference) and ``hi + lo`` is added
+  in float64 on the host: the host's float64 value.
+* ULP distances: integer views of the floats, ordered and subtracted in int64 / uint64.
+* Integers and bools: differences in int64 (uint64 when both sides are unsigned or bool), so a
+  difference of one is never lost and nothing wraps (differences of integers up to 2**62 apart);
+  ``max_abs`` of integers is that exact difference.
+* Counts (mismatches, NaN/Inf accounting, ULP counts, finite positions), the worst elements'
+  indices and values (the values are gathered in their own dtype; the host recomputes their
+  excess in float64). The candidates are ranked by their float32 excess, so 2k of them are kept
+  and ranked again on the host: exact unless more than k elements lie within one float32
+  rounding of the k-th worst. Integer mismatches with ``rtol == 0`` are decided in integers
+  (``|a - e| > floor(atol)``). A float element is decided with its float32 difference, so an
+  element within one float32 rounding of ``atol + rtol * |e|`` can be decided differently from
+  the float64 host.
+
+Float sums and ratios in float32 accumulation: each chunk sums as a tree (blocks of
+``PAIRWISE_BLOCK`` elements, then blocks of the block sums, and so on), and the chunks' sums are
+combined with Neumaier's compensated summation, total and compensation added in float64 on the
+host. For sums of non-negative terms (``sum |a-e|``, ``sum a^2``) the relative error is at most
+about ``(3 * PAIRWISE_BLOCK + 4) * 2**-24`` (5e-5) in the worst case and far smaller in practice:
+measured on 16 Mi float32 elements of magnitude 1e3 against unit-noise copies, every sum lies
+within 7e-8 (relative) of its float64 value and the cosine within 8e-8; on 32 Mi bfloat16
+elements with 1% noise, mean_abs within 4e-8 and the cosine within 3e-7 on the CPU (4e-9 and 6e-9
+on an H200)
+(``test_float32_accumulation_bound`` asserts 2e-7 for both; the agreement tests allow 1e-6
+relative on ``mean_abs``, ``max_rel``, ``max_rel_symmetric``, ``atol_needed``, ``rtol_needed``
+and 1e-6 absolute on the cosine). ``max_rel``, ``atol_needed`` and ``rtol_needed`` carry a few
+float32 roundings (relative ~2e-7). Float32 squares overflow beyond magnitudes of about 1.8e19:
+the cosine of such outputs is then not meaningful (its sums are infinite).
+
+Float64 data needs float64 arithmetic: with float32 accumulation, a pair where either side is
+float64, or integers against floats (compared as float64), is compared on the host (as numpy
+arrays, a copy) and ``promotion`` says so, as the JAX backend does without x64. Complex outputs
+are always compared on the host as (real, imaginary) pairs (noted in ``promotion``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from typing import Any
 
+from ..errors import InputError
 from ..metrics import finish
 from ..results import OutputComparison, Tolerance
-from ._device import MAX_STATS, STATS, SUM_STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
+from ._device import STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
 
-__all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy"]
+__all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy", "ACCUMULATE"]
 
 name = "mlx"
 
-CHUNK = 1 << 17  # elements per chunk on the CPU: float64 temporaries of 1 MiB
-CHUNK_GPU = 1 << 22  # on a GPU: float32 temporaries of 16 MiB, fewer kernel launches
-# On a GPU the host schedules chunks far faster than the device runs them, and every scheduled
-# chunk holds its temporaries: without a window, two 2 GiB arrays took 9.9 GB of extra memory on
-# an H200. The host therefore waits for the chunk WINDOW_GPU places back before scheduling the
-# next one (flow control only: nothing is read back), bounding the extra memory to a few chunks.
-WINDOW_GPU = 4
-PAIRWISE_BLOCK = 1024
+# "auto": float64 where the default device has it (the CPU), float32 elsewhere; "float32": float32
+# accumulation everywhere (the GPU arithmetic, testable on the CPU). None: read the environment
+# variable PARITYGATE_MLX_ACCUMULATE (default "auto").
+ACCUMULATE: str | None = None
+CHUNK = 1 << 17  # elements per chunk with float64 accumulation: float64 temporaries of 1 MiB
+# With float32 accumulation (a GPU): float32 temporaries of 8 MiB; with IN_FLIGHT chunks of them
+# alive, the extra memory stays well under 1 GiB, and chunks stay large enough that kernel
+# launches do not dominate.
+CHUNK_FLOAT32 = 1 << 21
+IN_FLIGHT = 2  # chunks scheduled at once: the host waits for the older before queueing more
+PAIRWISE_BLOCK = 256
+TOPK_BLOCK = 1024  # worst-k: block maxima first, then the k best blocks' elements
 
 _ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_ENV = "PARITYGATE_MLX_ACCUMULATE"
 
 
 def _mx() -> Any:
@@ -99,9 +134,11 @@ class _Side:
         mx = _mx()
         if isinstance(obj, mx.array):
             self.shape, self.dtype = tuple(obj.shape), dtype_name(obj.dtype)
-            # A view for row-contiguous arrays; MLX copies a transposed / strided array here.
-            self.flat = obj.reshape(-1)
-            self.np_flat = None
+            # Flattened on first use (a view for row-contiguous arrays; MLX copies a transposed /
+            # strided one): a float64 array on a GPU, which is compared on the host, never is,
+            # since no GPU operation accepts float64.
+            self.mlx_array = obj
+            self.flat = self.np_flat = None
         else:
             import numpy as np
 
@@ -109,13 +146,15 @@ class _Side:
             self.shape, self.dtype = tuple(arr.shape), arr.dtype.name
             if self.dtype == "bool_":
                 self.dtype = "bool"
-            self.flat = None
+            self.mlx_array = self.flat = None
             self.np_flat = arr.reshape(-1) if arr.flags.c_contiguous else None
             self.np_array = arr
 
     def chunk(self, start: int, stop: int) -> Any:
         mx = _mx()
-        if self.flat is not None:
+        if self.mlx_array is not None:
+            if self.flat is None:
+                self.flat = self.mlx_array.reshape(-1)
             return self.flat[start:stop]
         part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
         if self.dtype == "bfloat16":
@@ -124,150 +163,217 @@ class _Side:
         return mx.array(part, dtype=_mx_dtype(self.dtype))
 
 
-def _ordered(raw: Any, ulp_name: str, acc: Any) -> Any:
-    """Floats rounded to the ULP dtype, as integers ordered like the floats (+0 and -0 coincide).
+def accumulates_in_float64(device: Any = None) -> bool:
+    """Whether comparisons on ``device`` (default: MLX's default device) accumulate in float64."""
+    mx = _mx()
+    mode = ACCUMULATE if ACCUMULATE is not None else os.environ.get(_ENV, "auto")
+    if mode not in ("auto", "float32"):
+        raise InputError(f"{_ENV} must be 'auto' or 'float32', got {mode!r}")
+    device = mx.default_device() if device is None else device
+    return mode == "auto" and device == mx.cpu
 
-    Returned in acc: exact in float64; in float32 exact for distances below 2**24 ULP.
-    """
+
+def _ordered(raw: Any, ulp_name: str) -> Any:
+    """Floats rounded to the ULP dtype, as int64 ordered like the floats (+0 and -0 coincide)."""
     mx = _mx()
     nbits = ULP_INT_BITS[ulp_name]
-    int_t = {16: mx.int16, 32: mx.int32, 64: mx.int64}[nbits]
+    int_t = {8: mx.int8, 16: mx.int16, 32: mx.int32, 64: mx.int64}[nbits]
     bits = raw.astype(getattr(mx, ulp_name)).view(int_t).astype(mx.int64)
     magnitude = mx.bitwise_and(bits, (1 << (nbits - 1)) - 1)
-    return mx.where(bits < 0, -magnitude, magnitude).astype(acc)
+    return mx.where(bits < 0, -magnitude, magnitude)
+
+
+def _ulp_distance(a_raw: Any, e_raw: Any, ulp_name: str) -> Any:
+    """|ordered(a) - ordered(e)| as uint64, exact (modular uint64 arithmetic on the larger minus
+    the smaller: right also on the float64 grid, whose distances can exceed int64)."""
+    mx = _mx()
+    oa, oe = _ordered(a_raw, ulp_name), _ordered(e_raw, ulp_name)
+    ua, ue = oa.view(mx.uint64), oe.view(mx.uint64)
+    return mx.where(oa < oe, ue - ua, ua - ue)
 
 
 def _sum(x: Any, acc: Any) -> Any:
-    """Sum in acc; pairwise over blocks when acc is float32 (no float64 on the device)."""
+    """Sum in acc; with float32, a tree of sums: blocks of PAIRWISE_BLOCK elements, then blocks
+    of their sums, and so on (each level's remainder summed on its own)."""
     mx = _mx()
-    n = x.size
-    if acc == mx.float32 and n > PAIRWISE_BLOCK and n % PAIRWISE_BLOCK == 0:
-        return x.reshape(-1, PAIRWISE_BLOCK).sum(axis=1).sum()
-    return x.sum()
+    if acc == mx.float64:
+        return x.sum()
+    rest = []
+    while x.size > PAIRWISE_BLOCK:
+        body = x.size - x.size % PAIRWISE_BLOCK
+        if body < x.size:
+            rest.append(x[body:].sum())
+        x = x[:body].reshape(-1, PAIRWISE_BLOCK).sum(axis=1)
+    total = x.sum()
+    for r in rest:
+        total = total + r
+    return total
 
 
-def _chunk_stats(a_raw: Any, e_raw: Any, p: Any, tol: Tolerance, acc: Any, k: int) -> tuple:
+def _top_k(rank: Any, k: int) -> Any:
+    """Indices of the k largest ranks (in no order). Large chunks pick the k blocks of largest
+    maximum first: the k largest elements lie in them (a block outside holds none, since k
+    blocks' maxima rank above its maximum), so only k * TOPK_BLOCK elements are partitioned."""
     mx = _mx()
+    n = rank.size
+    if k >= n:
+        return mx.arange(n)
+    if n % TOPK_BLOCK or n < 4 * k * TOPK_BLOCK:
+        return mx.argpartition(-rank, kth=k - 1)[:k]
+    blocks = rank.reshape(-1, TOPK_BLOCK)
+    best_blocks = mx.argpartition(-blocks.max(axis=1), kth=k - 1)[:k]
+    inside = blocks[best_blocks].reshape(-1)
+    j = mx.argpartition(-inside, kth=k - 1)[:k]
+    return best_blocks[j // TOPK_BLOCK] * TOPK_BLOCK + j % TOPK_BLOCK
+
+
+def _candidate_values(x: Any) -> Any:
+    """Candidate values in a dtype numpy reads exactly (small floats widen to float32)."""
+    mx = _mx()
+    if x.dtype in (mx.bfloat16, mx.float16) or dtype_name(x.dtype) in _ML_DTYPES_NAMES:
+        return x.astype(mx.float32)
+    if x.dtype == mx.bool_:
+        return x.astype(mx.uint8)
+    return x
+
+
+# Layout of a chunk's float row and integer row.
+_FROW = ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq", "max_rel", "max_rel_symmetric",
+         "max_excess", "atol_needed", "rtol_needed", "max_abs_hi", "max_abs_lo")
+_IROW = ("n_finite", "mismatch_finite", "ulp_nonzero", "ulp_over", "actual_nan", "expected_nan",
+         "nan_both", "nan_one_side", "actual_inf", "expected_inf", "inf_mismatch", "ulp_max",
+         "max_abs_int")
+
+
+@functools.lru_cache(maxsize=64)
+def _step(kind: str, unsigned: bool, ulp_dtype: str | None, two_sum: bool, acc_name: str,
+          atol: float, rtol: float, rel_eps: float, equal_nan: bool, max_ulp: int | None, k: int):
+    """The compiled per-chunk step for one comparison setting (cached: compiled once per shape)."""
+    mx = _mx()
+    acc = getattr(mx, acc_name)
     inf = math.inf
-    a = a_raw.astype(acc)
-    e = e_raw.astype(acc)
-    n = a.size
-    zero = mx.array(0, dtype=acc)
-    if p.kind == "float":
-        nan_a, nan_e = mx.isnan(a), mx.isnan(e)
-        inf_a, inf_e = mx.isinf(a), mx.isinf(e)
-        nan_any = mx.logical_or(nan_a, nan_e)
-        nonfinite = mx.logical_or(nan_any, mx.logical_or(inf_a, inf_e))
-        nan_both = mx.logical_and(nan_a, nan_e)
-        nan_one = mx.not_equal(nan_a, nan_e)
-        inf_mismatch = mx.logical_and(
-            mx.logical_and(mx.logical_or(inf_a, inf_e), mx.logical_not(nan_any)), a != e
+
+    def step(a_raw: Any, e_raw: Any) -> tuple:
+        n = a_raw.size
+        a = a_raw.astype(acc)
+        e = e_raw.astype(acc)
+        zero = mx.array(0, dtype=acc)
+
+        def count(mask: Any) -> Any:
+            return mask.astype(mx.int32).sum().astype(mx.uint64)
+
+        zero_u = mx.array(0, dtype=mx.uint64)
+        if kind == "float":
+            nan_a, nan_e = mx.isnan(a), mx.isnan(e)
+            inf_a, inf_e = mx.isinf(a), mx.isinf(e)
+            nan_any = mx.logical_or(nan_a, nan_e)
+            nonfinite = mx.logical_or(nan_any, mx.logical_or(inf_a, inf_e))
+            nan_both = mx.logical_and(nan_a, nan_e)
+            nan_one = mx.not_equal(nan_a, nan_e)
+            inf_mismatch = mx.logical_and(
+                mx.logical_and(mx.logical_or(inf_a, inf_e), mx.logical_not(nan_any)), a != e
+            )
+            nf_mismatch = mx.logical_or(nan_one, inf_mismatch)
+            if not equal_nan:
+                nf_mismatch = mx.logical_or(nf_mismatch, nan_both)
+            a = mx.where(nonfinite, zero, a)
+            e = mx.where(nonfinite, zero, e)
+            s = a - e
+            diff = mx.abs(s)
+            if two_sum:  # Knuth's TwoSum: s + lo == a - e exactly
+                bb = s - a
+                lo = (a - (s - bb)) + (-e - bb)
+                lo = mx.where(s < 0, -lo, lo)  # the remainder of |a - e| = |s| + lo
+                hi_max = diff.max()
+                lo_max = mx.where(diff == hi_max, lo, -inf).max()
+            else:
+                hi_max, lo_max = diff.max(), zero
+            max_abs_int = zero_u
+        else:
+            # Integers and bools: the exact difference in 64-bit integers.
+            if unsigned:
+                ua, ue = a_raw.astype(mx.uint64), e_raw.astype(mx.uint64)
+                diff_int = mx.where(ua >= ue, ua - ue, ue - ua)
+            else:
+                diff_int = mx.abs(a_raw.astype(mx.int64) - e_raw.astype(mx.int64)).astype(mx.uint64)
+            diff = diff_int.astype(acc)
+            max_abs_int = diff_int.max()
+            hi_max, lo_max = zero, zero
+        abs_a, abs_e = mx.abs(a), mx.abs(e)
+        excess = diff - (atol + rtol * abs_e)
+        rel = diff / (abs_e + rel_eps)
+        rel_sym = diff / (mx.maximum(abs_a, abs_e) + rel_eps)
+        rtol_need = mx.where(
+            abs_e > 0,
+            (diff - atol) / mx.where(abs_e > 0, abs_e, 1),
+            mx.where(diff > atol, inf, 0.0),
         )
-        nf_mismatch = mx.logical_or(nan_one, inf_mismatch)
-        if not tol.equal_nan:
-            nf_mismatch = mx.logical_or(nf_mismatch, nan_both)
-        a = mx.where(nonfinite, zero, a)
-        e = mx.where(nonfinite, zero, e)
-    diff = mx.abs(a - e)
-    if p.kind == "int":
-        # Large integers lose their last digits in float: the exact inequality keeps a
-        # difference of one.
-        ne = a_raw.astype(mx.int64) != e_raw.astype(mx.int64)
-        diff = mx.where(ne, mx.maximum(diff, 1), zero)
-    abs_a, abs_e = mx.abs(a), mx.abs(e)
-    excess = diff - (tol.atol + tol.rtol * abs_e)
-    rel = diff / (abs_e + tol.rel_eps)
-    rel_sym = diff / (mx.maximum(abs_a, abs_e) + tol.rel_eps)
-    rtol_need = mx.where(
-        abs_e > 0,
-        (diff - tol.atol) / mx.where(abs_e > 0, abs_e, 1),
-        mx.where(diff > tol.atol, inf, 0.0),
-    )
-    sums = [_sum(diff, acc), _sum(a * e, acc), _sum(a * a, acc), _sum(e * e, acc)]
+        if kind != "float" and rtol == 0:
+            mismatch = diff_int > min(math.floor(atol), 2**63)
+        else:
+            mismatch = excess > 0
+        rank = mx.where(diff == 0, -inf, excess)
+        if kind == "float":
+            max_excess = mx.where(nonfinite, -inf, excess).max()
+            rank = mx.where(nf_mismatch, inf, rank)
+            counts_nf = [count(nan_a), count(nan_e), count(nan_both), count(nan_one),
+                         count(inf_a), count(inf_e), count(inf_mismatch)]
+            n_finite = count(mx.logical_not(nonfinite))
+        else:
+            max_excess = excess.max()
+            counts_nf = [zero_u] * 7
+            n_finite = mx.array(n, dtype=mx.uint64)
+        if ulp_dtype is not None and kind == "float":
+            ulp = mx.where(nonfinite, 0, _ulp_distance(a_raw, e_raw, ulp_dtype)).astype(mx.uint64)
+            ulp_max, ulp_nonzero = ulp.max(), count(ulp > 0)
+            ulp_over = count(ulp > max_ulp) if max_ulp is not None else zero_u
+        else:
+            ulp_max, ulp_nonzero, ulp_over = zero_u, zero_u, zero_u
+        frow = mx.stack([
+            _sum(diff, acc), _sum(a * e, acc), _sum(a * a, acc), _sum(e * e, acc),
+            rel.max(), rel_sym.max(), max_excess,
+            mx.maximum(diff - rtol * abs_e, 0).max(), mx.maximum(rtol_need, 0).max(),
+            hi_max.astype(acc), lo_max.astype(acc),
+        ])
+        irow = mx.stack([n_finite, count(mismatch), ulp_nonzero, ulp_over, *counts_nf,
+                         ulp_max, max_abs_int.astype(mx.uint64)])
+        if not k:
+            return frow, irow
+        idx = _top_k(rank, min(k, n))
+        return (frow, irow, rank[idx], idx.astype(mx.int64), _candidate_values(a_raw[idx]),
+                _candidate_values(e_raw[idx]))
 
-    def count(mask: Any) -> Any:
-        return mask.astype(mx.int32).sum()
-
-    zero_i = mx.array(0, dtype=mx.int32)
-    # Worst-k ranking: equal elements (non-finite positions were zeroed) never enter the list;
-    # non-finite mismatches come first.
-    rank = mx.where(diff == 0, -inf, excess)
-    if p.kind == "float":
-        max_excess = mx.where(nonfinite, -inf, excess).max()
-        rank = mx.where(nf_mismatch, inf, rank)
-        counts_nf = [
-            count(nan_a),
-            count(nan_e),
-            count(nan_both),
-            count(nan_one),
-            count(inf_a),
-            count(inf_e),
-            count(inf_mismatch),
-        ]
-        n_finite = count(mx.logical_not(nonfinite))
-    else:
-        max_excess = excess.max()
-        counts_nf = [zero_i] * 7
-        n_finite = mx.array(n, dtype=mx.int32)
-    if p.ulp_dtype is not None and p.kind == "float":
-        ulp = mx.abs(_ordered(a_raw, p.ulp_dtype, acc) - _ordered(e_raw, p.ulp_dtype, acc))
-        ulp = mx.where(nonfinite, 0, ulp)
-        ulp_max = ulp.max()
-        ulp_nonzero = count(ulp > 0)
-        ulp_over = count(ulp > tol.max_ulp) if tol.max_ulp is not None else zero_i
-    else:
-        ulp_max, ulp_nonzero, ulp_over = zero, zero_i, zero_i
-    maxes = [
-        diff.max(),
-        rel.max(),
-        rel_sym.max(),
-        max_excess,
-        mx.maximum(diff - tol.rtol * abs_e, 0).max(),
-        mx.maximum(rtol_need, 0).max(),
-        ulp_max,
-    ]
-    counts = [n_finite, count(excess > 0), ulp_nonzero, ulp_over, *counts_nf]
-    # One vector per chunk (counts <= CHUNK and local indices are exact even in float32), so the
-    # chunk's whole graph is consumed at once and its temporaries are freed before the next.
-    parts = [mx.stack([x.astype(acc) for x in sums + maxes + counts])]
-    if k:
-        kk = min(k, n)
-        idx = mx.argpartition(-rank, kth=kk - 1)[:kk] if kk < n else mx.arange(n)
-        parts += [rank[idx], idx.astype(acc), a_raw[idx].astype(acc), e_raw[idx].astype(acc)]
-    return mx.concatenate(parts)
+    return mx.compile(step)
 
 
-def _neumaier(total: Any, comp: Any, x: Any) -> tuple[Any, Any]:
-    """One step of Neumaier's compensated summation (elementwise over the sums vector)."""
-    mx = _mx()
-    t = total + x
-    comp = comp + mx.where(mx.abs(total) >= mx.abs(x), (total - t) + x, (x - t) + total)
-    return t, comp
+def _host_fallback(actual: Any, expected: Any, tolerance: Tolerance, path: str, why: str) -> OutputComparison:
+    from . import numpy as host
+
+    a = to_numpy(actual) if is_array(actual) else actual
+    e = to_numpy(expected) if is_array(expected) else expected
+    result = host.compare_arrays(a, e, tolerance, path)
+    result.promotion = f"{result.promotion}; {why}" if result.promotion else why
+    return result
 
 
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare an MLX array with an MLX array or a numpy array on MLX's default device."""
-    mx = _mx()
     side_a, side_e = _Side(actual), _Side(expected)
     if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):
-        from . import numpy as host
-
-        a = to_numpy(actual) if is_array(actual) else actual
-        e = to_numpy(expected) if is_array(expected) else expected
-        result = host.compare_arrays(a, e, tolerance, path)
-        note = "complex outputs compared on the host"
-        result.promotion = f"{result.promotion}; {note}" if result.promotion else note
-        return result
+        return _host_fallback(actual, expected, tolerance, path, "complex outputs compared on the host")
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
-    device = mx.default_device()
-    if "float64" in (side_a.dtype, side_e.dtype):
-        device = mx.cpu  # float64 exists on the CPU only
+    acc_float64 = accumulates_in_float64()
+    if not acc_float64 and "float64" in (side_a.dtype, side_e.dtype, p.compared_as):
+        return _host_fallback(
+            actual,
+            expected,
+            tolerance,
+            path,
+            "compared on the host: float64 arithmetic needed, and MLX accumulates in float32 here",
+        )
     ktol = kernel_tolerance(p, tolerance)
-    with mx.stream(device):
-        on_cpu = device == mx.cpu
-        chunk = CHUNK if on_cpu else CHUNK_GPU
-        window = None if on_cpu else WINDOW_GPU
-        host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=on_cpu, chunk=chunk, window=window)
+    chunk = CHUNK if acc_float64 else CHUNK_FLOAT32
+    host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=acc_float64, chunk=chunk)
     n = len(STATS)
     rest = host[n:]
     stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], ktol)
@@ -285,6 +391,14 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     )
 
 
+def _neumaier(total: Any, comp: Any, x: Any) -> tuple[Any, Any]:
+    """One step of Neumaier's compensated summation (elementwise over the sums vector)."""
+    mx = _mx()
+    t = total + x
+    comp = comp + mx.where(mx.abs(total) >= mx.abs(x), (total - t) + x, (x - t) + total)
+    return t, comp
+
+
 def _reduce(
     side_a: _Side,
     side_e: _Side,
@@ -293,66 +407,86 @@ def _reduce(
     *,
     acc_float64: bool,
     chunk: int | None = None,
-    window: int | None = None,
-) -> tuple:
+    in_flight: int | None = None,
+) -> tuple[list, int]:
+    """The statistics vector (laid out as STATS, as Python numbers) followed by the worst-k
+    candidates' flat indices, actual and expected values; and the number of candidates."""
     mx = _mx()
     import numpy as np
 
     if p.size == 0:
-        vec = np.zeros(len(STATS))
+        vec = [0.0] * len(STATS)
         vec[STATS.index("max_excess")] = -math.inf
         return vec, 0
     acc = mx.float64 if acc_float64 else mx.float32
-    k = tol.worst_k
-    ns, nm, nstats = len(SUM_STATS), len(MAX_STATS), len(STATS)
-    # Each chunk's row is scheduled with mx.async_eval, which does not wait: the device works
-    # through the chunks in order and frees each chunk's temporaries, while the host waits only
-    # once, at the final mx.eval. A numpy side enters MLX by copy (mx.array), so there each
-    # chunk is evaluated before the next copy is made, keeping one chunk's copy alive at a time.
-    from_numpy = side_a.flat is None or side_e.flat is None
-    chunk = chunk or CHUNK
-    total = mx.zeros((ns,), dtype=acc)
-    comp = mx.zeros((ns,), dtype=acc)
-    rows, offsets = [], []
+    chunk = chunk or (CHUNK if acc_float64 else CHUNK_FLOAT32)
+    in_flight = max(1, in_flight or IN_FLIGHT)
+    # Float32 ranks can tie elements whose float64 excesses differ: keep 2k candidates, and the
+    # host (raw_stats) ranks them by their float64 excess and keeps the k worst.
+    k = tol.worst_k if acc_float64 else 2 * tol.worst_k
+    unsigned = all(d.startswith("uint") or d == "bool" for d in (side_a.dtype, side_e.dtype))
+    two_sum = not acc_float64 and p.kind == "float"
+    step = _step(p.kind, unsigned, p.ulp_dtype, two_sum, "float64" if acc_float64 else "float32",
+                 float(tol.atol), float(tol.rtol), float(tol.rel_eps), bool(tol.equal_nan),
+                 tol.max_ulp, int(k))
+    from_numpy = side_a.mlx_array is None or side_e.mlx_array is None
+    total = mx.zeros((4,), dtype=acc)
+    comp = mx.zeros((4,), dtype=acc)
+    outs = []
     for start in range(0, p.size, chunk):
         stop = min(start + chunk, p.size)
-        row = _chunk_stats(side_a.chunk(start, stop), side_e.chunk(start, stop), p, tol, acc, k)
-        if from_numpy:
-            mx.eval(row)
-        else:
-            mx.async_eval(row)
-            if window and len(rows) >= window:
-                mx.eval(rows[-window])  # flow control (see WINDOW_GPU): waits, copies nothing
+        a_part, e_part = side_a.chunk(start, stop), side_e.chunk(start, stop)
+        out = list(step(a_part, e_part))
+        del a_part, e_part  # the graph holds the chunk until it has run, then lets it go
+        if k:
+            out[3] = out[3] + start
         if acc_float64:
-            total = total + row[:ns]
+            total = total + out[0][:4]
         else:
-            total, comp = _neumaier(total, comp, row[:ns])
-        rows.append(row)
-        offsets.append(start)
-    kk_chunk = min(k, chunk) if k else 0
-    width = nstats + 4 * kk_chunk
-    if rows[-1].size != width:  # a short last chunk has fewer candidates: pad with -inf ranks
-        short = (rows[-1].size - nstats) // 4
-        pad = mx.full((kk_chunk - short,), -math.inf, dtype=acc)
-        last, cands = rows[-1][:nstats], rows[-1][nstats:].reshape(4, short)
-        filler = mx.zeros((3, kk_chunk - short), dtype=acc)
-        rows[-1] = mx.concatenate(
-            [last, mx.concatenate([cands, mx.concatenate([pad[None], filler])], axis=1).reshape(-1)]
-        )
-    m = mx.stack(rows)
-    sums = total + comp
-    maxes = m[:, ns : ns + nm].max(axis=0)
-    counts = m[:, ns + nm : nstats].astype(mx.int64).sum(axis=0)
-    outputs = [sums, maxes, counts]
+            total, comp = _neumaier(total, comp, out[0][:4])
+        mx.async_eval(out, total, comp)
+        outs.append(out)
+        # Flow control: wait for the chunk in_flight - 1 places back, so that at most in_flight
+        # chunks (with their temporaries, and a numpy side's copies) are alive at once.
+        back = len(outs) - in_flight
+        if from_numpy:
+            back = len(outs) - 1
+        if back >= 0:
+            mx.eval(outs[back])
+    frows = mx.stack([o[0] for o in outs])
+    irows = mx.stack([o[1] for o in outs])
+    fi, ii = {s: i for i, s in enumerate(_FROW)}, {s: i for i, s in enumerate(_IROW)}
+    hi = frows[:, fi["max_abs_hi"]]
+    hi_max = hi.max()
+    lo_max = mx.where(hi == hi_max, frows[:, fi["max_abs_lo"]], -math.inf).max()
+    fmax = frows[:, fi["max_rel"] : fi["rtol_needed"] + 1].max(axis=0)
+    counts = irows[:, : ii["inf_mismatch"] + 1].sum(axis=0)
+    imax = irows[:, ii["ulp_max"] :].max(axis=0)
+    # total and its compensation cross separately: their float32 sum would round once more.
+    outputs = [mx.stack([total, comp]), fmax, mx.stack([hi_max, lo_max]), counts, imax]
     kk = 0
-    if kk_chunk:
-        cand = m[:, nstats:].reshape(len(rows), 4, kk_chunk)
-        rank = cand[:, 0, :].reshape(-1)
+    if k:
+        rank = mx.concatenate([o[2] for o in outs])
         kk = min(k, p.size)
-        best = mx.argpartition(-rank, kth=kk - 1)[:kk] if kk < rank.size else mx.arange(rank.size)
-        flat_index = cand[:, 1, :].astype(mx.int64) + mx.array(offsets, dtype=mx.int64)[:, None]
-        outputs += [flat_index.reshape(-1)[best]]
-        outputs += [cand[:, j, :].reshape(-1)[best] for j in (2, 3)]
-    mx.eval(*outputs)  # the single evaluation (synchronization) of the comparison
-    host = np.concatenate([np.array(x, dtype=np.float64).reshape(-1) for x in outputs])
-    return host, kk
+        best = _top_k(rank, kk) if kk < rank.size else mx.arange(rank.size)
+        outputs += [mx.concatenate([o[j] for o in outs])[best] for j in (3, 4, 5)]
+    mx.eval(*outputs)
+    got = [np.array(x) for x in outputs]
+    sums, fmax_h, hilo, counts_h, imax_h = got[:5]
+    s = {}
+    for key, t, c in zip(_FROW[:4], sums[0], sums[1]):
+        s[key] = float(t) + float(c)
+    for key, v in zip(_FROW[4:9], fmax_h):
+        s[key] = float(v)
+    for key, v in zip(_IROW[:11], counts_h):
+        s[key] = int(v)
+    s["ulp_max"] = int(imax_h[0])
+    if p.kind == "float":
+        # hi + lo is the exact largest difference (lo = 0 with float64); one float64 rounding.
+        s["max_abs"] = float(hilo[0]) + float(hilo[1])
+    else:
+        s["max_abs"] = float(int(imax_h[1]))
+    vec = [s[key] for key in STATS]
+    if k:
+        vec += [int(i) for i in got[5]] + [v.item() for v in got[6]] + [v.item() for v in got[7]]
+    return vec, kk
