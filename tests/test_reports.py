@@ -276,3 +276,25 @@ def test_markdown_of_a_large_run_stays_comment_sized_with_failures_first():
     assert rows[0].startswith("| ❌ | `boxes.edge_px` | leetcode_test |")
     assert "… 251 more verdicts" in text
     assert len(text.encode()) < 64 * 1024
+
+
+def test_terminal_table_fits_80_columns_with_the_excess_in_the_observed_cell():
+    from rich.console import Console
+
+    from paritygate.reports import verdict_table
+    from paritygate.results import ClaimVerdict
+
+    verdicts = [
+        ClaimVerdict("panel-edges", "port", "wide_editor", False, "equivalence", "max_edge_delta", 2, "px",
+                     observed=3, excess=1),
+        ClaimVerdict("panel-edges", "port", "leetcode", True, "equivalence", "max_edge_delta", 2, "px", observed=2),
+        ClaimVerdict("cross-adapter:port", "port-python", "narrow", True, "cross-adapter", "max_abs", 0, observed=0),
+        ClaimVerdict("logits-cosine", "port", "narrow", False, "equivalence", "cosine", 0.999, observed=0.99, excess=0.009),
+    ]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(verdict_table(GateResult(spec="parity.toml", verdicts=verdicts).to_dict()))
+    lines = console.export_text().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    rows = [line for line in lines if line.startswith(("pass", "FAIL"))]
+    assert len(rows) == 4  # one line per verdict: nothing folded
+    assert "3 px (+1)" in rows[0] and "0.99 (-0.009)" in rows[3] and "(" not in rows[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import case_label, fmt, summary_counts, verdict_word, verdicts
+from ._common import as_float, case_label, fmt, summary_counts, verdict_word, verdicts
 
 __all__ = ["verdict_table", "verdict_line"]
 
@@ -18,6 +18,15 @@ def verdict_line(result: dict[str, Any]) -> str:
     )
 
 
+def _excess_note(verdict: dict[str, Any]) -> str:
+    excess = as_float(verdict.get("excess"))
+    if excess is None:
+        return ""
+    observed, bound = as_float(verdict.get("observed")), as_float(verdict.get("bound"))
+    sign = "-" if observed is not None and bound is not None and observed < bound else "+"
+    return f" ({sign}{fmt(excess)})"
+
+
 def verdict_table(result: dict[str, Any]) -> Any:
     """A :class:`rich.table.Table` of every claim x case verdict."""
     from rich.table import Table
@@ -25,8 +34,13 @@ def verdict_table(result: dict[str, Any]) -> Any:
     items = verdicts(result)
     # A run without verdicts (all claims elsewhere, drift, no claim evaluated) prints its title
     # and the not-evaluated caption, not an empty grid.
+    from rich import box
+
+    # Horizontal rules only and no outer padding: eight columns fit an 80-column terminal
+    # without folding the names of a typical run.
     table = Table(title=verdict_line(result), title_justify="left", show_header=bool(items),
-                  **({} if items else {"box": None}))
+                  box=box.SIMPLE_HEAD if items else None, pad_edge=False, padding=0,
+                  show_edge=False)
     table.add_column("", no_wrap=True)
     # Claim ids and numbers stay whole (they are what a reader searches for and compares);
     # case, candidate and metric names fold when the terminal is narrow.
@@ -34,20 +48,22 @@ def verdict_table(result: dict[str, Any]) -> Any:
     table.add_column("case", overflow="fold", min_width=6)
     table.add_column("candidate", overflow="fold", min_width=6)
     table.add_column("metric", overflow="fold", min_width=6)
-    for name in ("observed", "bound", "excess"):
+    # The excess rides in the observed cell ("3 px (+1)" over a ceiling, "0.98 (-0.01)" under a
+    # floor): a column of its own, empty on most rows, would fold the names on 80 columns.
+    for name in ("observed", "bound"):
         table.add_column(name, justify="right", no_wrap=True)
     for v in items:
         unit = f" {v['unit']}" if v.get("unit") else ""
-        table.add_row(
+        cells = [
             "[green]pass[/]" if v.get("passed") else "[bold red]FAIL[/]",
             str(v.get("claim_id", "")),
             case_label(v),
             str(v.get("candidate", "")),
             str(v.get("metric", "")),
-            fmt(v.get("observed")) + unit,
+            fmt(v.get("observed")) + unit + _excess_note(v),
             fmt(v.get("bound")) + unit,
-            fmt(v.get("excess")),
-        )
+        ]
+        table.add_row(*cells)
     not_evaluated = result.get("not_evaluated") or []
     if not_evaluated:
         table.caption = "not evaluated: " + "; ".join(
