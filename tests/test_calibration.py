@@ -297,3 +297,26 @@ def test_write_bound_refuses_another_claims_calibration(tmp_path):
     result = calibrate(twin, 16, outputs=["hidden"], claim_id="other-claim")
     with pytest.raises(InputError, match="measured claim 'other-claim', not 'y-close'"):
         write_bound(spec, "y-close", result)
+
+
+def test_activity_counters_are_recorded_per_run_and_per_model_mutation():
+    def cached(case):  # an approximation reporting how many steps it skipped
+        base = model(inputs(case))
+        approx = dict(base, hidden=base["hidden"] * np.float32(1 + 1e-4))
+        return base, {**approx, "skipped": np.int64(5 + case % 3)}
+
+    def never_skips(case):
+        """a cache that never skips"""
+        return {**model(inputs(case)), "skipped": 0}
+
+    result = calibrate(cached, 16, outputs=["hidden"], model_mutations={"never skips": never_skips},
+                       counters=["skipped"])
+    assert result.activity["skipped"]["candidate"] == [float(5 + c % 3) for c in range(16)]
+    assert result.activity["skipped"]["never skips"] == [0.0] * 16
+    assert "activity skipped (min..max over runs): candidate 5..7; never skips 0..0" in result.summary()
+    assert result.judge_activity("skipped", 5, 7) == (
+        "the candidate is inside it in 16 of 16 runs; it rejects never skips"
+    )
+    assert result.judge_activity("skipped", 0, 6) == "the candidate is inside it in 11 of 16 runs"
+    with pytest.raises(InputError, match="reports no activity counter 'hits'"):
+        calibrate(cached, 16, outputs=["hidden"], counters=["hits"])

@@ -41,6 +41,17 @@ def candidate16_scaled(case):
     return {"y": candidate16(case)["y"] * np.float32(1.0001)}
 
 
+def cached(case):
+    """an approximation that reports the steps it skipped"""
+    x = case.load()["x"]
+    return {"y": np.tanh(x @ W) * (1 + 1e-3), "skipped": 5 + int(abs(x[0, 0]) > 1)}
+
+
+def never_skips(case):
+    """a cache that never skips"""
+    return {"y": reference(case)["y"] * (1 + 1e-5), "skipped": 0}
+
+
 def candidate32_zeroed(case):
     """the float32 port with the projection's last column zeroed"""
     x = case.load()["x"].astype(np.float32)
@@ -296,3 +307,47 @@ def test_zero_noise_makes_a_paired_equivalence_a_no_op_claim_and_a_stored_one_ex
     assert main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "port32", "--write"]) == 0
     stored = load_spec(project).claims["y-stored"]
     assert stored.metric == "max_abs" and stored.bound > 0 and stored.oracle == "equivalence"
+
+
+CACHE_CLAIM = """
+[runners.cache]
+role = "candidate"
+callable = "calib:cached"
+
+[claims.y-cache]
+outputs = ["y"]
+metric = "max_abs"
+bound = 1e-2
+oracle = "approximation"
+mode = "paired"
+status = "provisional"
+candidates = ["cache"]
+activity = { counter = "skipped", min = 5, max = 6 }
+"""
+
+
+def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
+    project.write_text(project.read_text() + CACHE_CLAIM)
+    args = ["calibrate", str(project), "--claim", "y-cache", "--mutations", "shift",
+            "--model-mutation", "never skips=calib:never_skips"]
+    # The never-skipping cache hides in the quality metric's noise; the activity band rejects it
+    # in every case, so it is reported as caught by the band and kept out of the metric's gap.
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "activity skipped (min..max over runs): candidate 5..6; never skips 0..0" in out
+    assert "caught in 16/16 cases by the activity band skipped in 5..6, not by the metric" in out
+    assert "spec activity band: skipped in 5..6: the candidate is inside it in 16 of 16 runs; it rejects never skips" in out
+    assert "proposal: max_abs <= " in out
+    # Without the band the same mutation hides in the noise: refused.
+    project.write_text(project.read_text().replace('activity = { counter = "skipped", min = 5, max = 6 }\n', ""))
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "inside the noise: never skips" in out and "spec activity band" not in out
+    # A band that lets the never-skipping cache through (0 is inside it) keeps it in the gap.
+    project.write_text(project.read_text() + 'activity = { counter = "skipped", min = 0, max = 9 }\n')
+    assert load_spec(project).claims["y-cache"].activity is not None
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "inside the noise: never skips" in out
+    assert "spec activity band: skipped in 0..9: the candidate is inside it in 16 of 16 runs" in out
+    assert "it rejects" not in out.split("spec activity band")[1]

@@ -221,6 +221,7 @@ class MutationSummary:
     cases: int  # cases where the mutation changed the candidate's outputs
     smallest_signal: float | None  # on the claim's metric, least detectable case
     caught: int | None = None  # cases the proposed bound catches (None without a proposal)
+    caught_by: str = ""  # set when the claim's activity band, not its metric, rejects it
 
 
 @dataclass
@@ -247,6 +248,10 @@ class CalibrationResult:
     repeat_spread: float | None
     environment: dict[str, Any] = field(default_factory=dict)
     claim_id: str = ""
+    # counter -> "candidate" (every noise run) or a model mutation's name -> values per run
+    activity: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # mutation -> metric -> signals, for mutations the activity band catches (kept out of the gap)
+    band_caught_signals: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     label: str = ""
 
     def __bool__(self) -> bool:
@@ -312,6 +317,8 @@ class CalibrationResult:
         lines.append(f"mutations (signal on {self.metric}, least detectable case):")
         for m in self.mutations:
             caught = f", caught in {m.caught}/{m.cases} cases" if m.caught is not None else ""
+            if m.caught_by:
+                caught += f" by the {m.caught_by}, not by the metric"
             signal = _g(m.smallest_signal) if m.smallest_signal is not None else "not applicable"
             lines.append(f"  {m.name:<24} {m.kind:<6} {signal:>12}  ({m.cases} cases{caught})")
         lines.append("")
@@ -319,6 +326,11 @@ class CalibrationResult:
             f"risk: with n = {self.n} cases the next case exceeds the largest observed noise with "
             f"probability about 1/(n+1) = {self.risk:.1%}"
         )
+        for counter, series in self.activity.items():
+            parts = [
+                f"{name} {_g(min(values))}..{_g(max(values))}" for name, values in series.items() if values
+            ]
+            lines.append(f"activity {counter} (min..max over runs): {'; '.join(parts)}")
         if self.repeat_spread is not None and self.repeats > 1:
             lines.append(f"spread across repeats of one case: {_g(self.repeat_spread)}")
         if self.refused:
@@ -349,6 +361,20 @@ class CalibrationResult:
         missed = sorted(name for name, values in dist.bugs.items() if any(holds(v) for v in values))
         text = f"noise fails it in {failing} of {len(dist.noise)} runs"
         text += f"; it lets through {', '.join(missed)}" if missed else "; it catches every mutation in every case"
+        return text
+
+    def judge_activity(self, counter: str, low: float, high: float) -> str:
+        """How an activity band fares: candidate runs inside it, model mutations it rejects."""
+        series = self.activity.get(counter, {})
+        runs = series.get("candidate", [])
+        inside = sum(1 for v in runs if low <= v <= high)
+        text = f"the candidate is inside it in {inside} of {len(runs)} runs"
+        rejected = sorted(
+            name for name, values in series.items()
+            if name != "candidate" and values and any(not low <= v <= high for v in values)
+        )
+        if rejected:
+            text += f"; it rejects {', '.join(rejected)}"
         return text
 
     def gap_line(self) -> str:
@@ -420,6 +446,8 @@ def calibrate(
     seed: int = 0,
     claim_id: str = "",
     label: str = "",
+    counters: Sequence[str] = (),
+    activity_band: tuple[str, float, float] | None = None,
 ) -> CalibrationResult:
     """Measure the noise of a comparison and the signal of injected bugs; propose a bound.
 
@@ -433,6 +461,11 @@ def calibrate(
     candidate's outputs for a case (a zeroed block, a scaled residual). ``margin_for`` names the
     spread a bound must absorb beyond this machine's noise, as factors (``{"other machine": 2}``).
     SSIM (for image outputs) needs ``ssim_data_range`` and, for colour images, ``ssim_channel_axis``.
+    ``counters`` names activity counters the candidate reports (``skipped_steps``): their values
+    are recorded per run, and per model mutation, so an activity band can be read off them.
+    ``activity_band`` is the claim's band ``(counter, min, max)``: a model mutation whose counter
+    leaves the band in every case is caught by the band, so it is reported but kept out of the
+    metric's gap (the claim is the metric and the band together).
     """
     if metric not in DIRECTIONS:
         raise InputError(f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}")
@@ -471,6 +504,10 @@ def calibrate(
     baselines: dict[int, dict[str, np.ndarray]] = {}
     candidates: dict[int, dict[str, np.ndarray]] = {}
     covered: list[str] | None = None
+    counters = list(counters)
+    if activity_band is not None and activity_band[0] not in counters:
+        counters.append(activity_band[0])
+    activity: dict[str, dict[str, list[float]]] = {c: {"candidate": []} for c in counters}
     for repeat in range(repeats):
         order = list(range(len(cases)))
         if reorder and repeat > 0:
@@ -490,6 +527,8 @@ def calibrate(
                 for path in covered:
                     noise_by_output[name].setdefault(path, []).append(values[path][name])
             per_case_claim.setdefault(index, []).append(noise[metric][-1])
+            for counter in counters:
+                activity[counter]["candidate"].append(_counter(candidate_tree, counter, where))
             if repeat == 0:
                 baselines[index] = {p: baseline[p] for p in covered}
                 candidates[index] = {p: candidate[p] for p in covered}
@@ -530,6 +569,8 @@ def calibrate(
                 raise
             mutated = _host_tree(mutated_tree, where, covered)
             _same_outputs(baselines[index], mutated, covered, where)
+            for counter in counters:
+                activity[counter].setdefault(name_m, []).append(_counter(mutated_tree, counter, where))
             if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
                 continue
             applied += 1
@@ -539,13 +580,24 @@ def calibrate(
         description = (getattr(make, "__doc__", None) or "").strip().splitlines()
         summaries.append(MutationSummary(name_m, "model", description[0] if description else "", applied, None))
 
+    band_caught: dict[str, int] = {}
+    if activity_band is not None:
+        counter, low, high = activity_band
+        for name_m in model_mutations:
+            values = activity[counter].get(name_m, [])
+            if values and all(not low <= v <= high for v in values):
+                band_caught[name_m] = len(values)
+    outside_gap = {name_m: {m: bugs[m].pop(name_m) for m in recorded if name_m in bugs[m]} for name_m in band_caught}
     distributions = {
         name: _distribution(name, noise[name], noise_by_output[name], bugs[name]) for name in recorded
     }
     claim = distributions[metric]
     for summary in summaries:
-        signals = claim.bugs.get(summary.name, [])
+        signals = claim.bugs.get(summary.name, outside_gap.get(summary.name, {}).get(metric, []))
         summary.smallest_signal = _least_detectable(metric, signals) if signals else None
+        if summary.name in band_caught:
+            counter, low, high = activity_band
+            summary.caught_by = f"activity band {counter} in {_g(low)}..{_g(high)}"
 
     spread = None
     if repeats > 1:
@@ -570,10 +622,15 @@ def calibrate(
         risk=1.0 / (len(cases) + 1),
         repeat_spread=spread,
         environment=_environment(),
+        activity=activity,
+        band_caught_signals=outside_gap,
         claim_id=claim_id,
         label=label,
     )
     _propose(result)
+    for summary in summaries:
+        if summary.caught_by:
+            summary.caught = band_caught[summary.name]
     return result
 
 
@@ -584,6 +641,19 @@ def _pair(value: Any, where: str) -> tuple[Any, Any]:
             where=where,
         )
     return value
+
+
+def _counter(tree: Any, name: str, where: str) -> float:
+    """An activity counter the run reported, as a number."""
+    leaves = flatten(tree)
+    if name not in leaves:
+        raise InputError(f"{where}: the run reports no activity counter {name!r}", where=name)
+    value = leaves[name]
+    array = to_numpy(value, path=name)
+    array = np.asarray(value if array is None else array)
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise InputError(f"{where}: activity counter {name!r} is not one number ({array.dtype}, shape {array.shape})")
+    return float(array.reshape(()))
 
 
 def _case_name(case: Any) -> str:
@@ -822,7 +892,7 @@ def _split_by_noise(result: CalibrationResult) -> tuple[list[str], list[str]]:
     dist = result.claim_metric
     hidden, beyond = [], []
     for summary in result.mutations:
-        if summary.smallest_signal is None:
+        if summary.smallest_signal is None or summary.caught_by:
             continue
         worse = (
             summary.smallest_signal > dist.largest_noise
@@ -964,6 +1034,9 @@ def calibrate_claim(
             ssim_data_range=params.get("data_range"),
             seed=seed,
             claim_id=claim_id,
+            activity_band=(
+                (claim.activity.counter, claim.activity.low, claim.activity.high) if claim.activity else None
+            ),
             label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
         )
         hidden = _split_by_noise(result)[0] if result.refused and result.claim_metric.gap is not None else []

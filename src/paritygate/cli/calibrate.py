@@ -146,6 +146,12 @@ def calibrate_command(
         f"spec now: {current.metric} {sign} {current.bound:g} (status {current.status}): "
         f"{result.judge_bound(current.metric, current.bound)}"
     )
+    if current.activity is not None:
+        band = current.activity
+        click.echo(
+            f"spec activity band: {band.counter} in {band.text}: "
+            f"{result.judge_activity(band.counter, band.low, band.high)}"
+        )
     if json_path is not None:
         json_path.write_text(json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8")
         click.echo(f"raw distributions: {json_path}")
