@@ -165,3 +165,13 @@ def test_box_port_reference_pins_in_the_example(tmp_path):
     spec_path.write_text(spec_path.read_text().replace("sigma = 1.0", "sigma = 1.5"))
     drift = verify(load_spec(spec_path)).drift
     assert [d.subject for d in drift] == ["runner reference: preprocess.sigma"]
+
+
+def test_free_form_pins_of_the_runners_that_ran_travel_with_the_gate_result(tmp_path):
+    from paritygate.gate import run_gate
+
+    path = make_project(tmp_path, TINY_SPEC + '\n[runners.cand.pins]\nmodel = "tiny-32"\npreprocess = { dtype = "float32" }\n')
+    record(load_spec(path))
+    result = run_gate(load_spec(path))
+    assert result.passed
+    assert result.provenance["runner_pins"] == {"cand": {"model": "tiny-32", "preprocess": {"dtype": "float32"}}}

@@ -527,6 +527,9 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
     result.provenance = capture(root=spec.root, spec_pins=spec.pins)
     result.provenance["hardware_classes"] = classes
     result.provenance["unpinned_differences"] = checked.info
+    # What each runner that runs declares it is (model, revision, preprocessing ...): their
+    # package and file pins were checked above; the free-form ones travel with the result.
+    result.provenance["runner_pins"] = {n: spec.runners[n].pins for n in names if spec.runners[n].pins}
     if checked.drift:
         result.drift = checked.drift
         for claim in selected:
