@@ -115,6 +115,10 @@ def test_zero_in_value_but_not_in_bytes_is_not_an_exact_claim():
     assert result.claim_metric.largest_noise == 0
     assert not result.noise_exactly_zero and result.proposal == "tolerance"
     assert result.exact_claim() is None and result.proposed_bound == 0
+    assert "byte equality fails" in result.judge_bound("exact", 0)
+    assert result.judge_bound("max_abs", 0).startswith("noise fails it in 0 of 16 runs")
+    same = calibrate(lambda case: (model(inputs(case)), model(inputs(case))), 16)
+    assert same.judge_bound("exact", 0).startswith("noise fails it in 0 of 16 runs")
 
 
 def test_no_gap_is_refused_with_the_reason():

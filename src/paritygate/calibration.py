@@ -351,13 +351,17 @@ class CalibrationResult:
 
     def judge_bound(self, metric: str, bound: float) -> str:
         """How an existing bound on ``metric`` fares on these distributions, in one line."""
-        if metric == "exact":
+        exact = metric == "exact"
+        if exact:
             metric, bound = "max_abs", 0.0
         dist = self.by_metric.get(metric)
         if dist is None:
             return f"{metric} was not measured"
         holds = (lambda v: v <= bound) if dist.direction == "max" else (lambda v: v >= bound)
         failing = sum(1 for v in dist.noise if not holds(v))
+        if exact and not failing and not self.noise_exactly_zero:
+            # Zero in value is not byte equality (signed zeros, NaN payloads, dtypes).
+            return "the noise is zero in value but not byte for byte: byte equality fails"
         missed = sorted(name for name, values in dist.bugs.items() if any(holds(v) for v in values))
         text = f"noise fails it in {failing} of {len(dist.noise)} runs"
         text += f"; it lets through {', '.join(missed)}" if missed else "; it catches every mutation in every case"
