@@ -151,6 +151,20 @@ def test_bool_masks_compare_exactly_with_counts():
     assert compare(e, e.copy()).passed
 
 
+def test_float8_ulps_counted_on_the_float8_grid_in_both_directions():
+    # e4m3fn holds 3 mantissa bits: between 2 and 4 the grid step is 0.25.
+    a = np.array([1.0, 2.0, 448.0], dtype=ml_dtypes.float8_e4m3fn)
+    one_step = np.array([1.0, 2.25, 448.0], dtype=np.float32)
+    two_steps = np.array([1.0, 2.5, 448.0], dtype=np.float32)
+    out = compare(a, one_step, max_ulp=1, atol=0.25)[""]
+    assert out.passed and out.ulp_dtype == "float8_e4m3fn" and out.compared_as == "float32"
+    assert (out.ulp_max, out.ulp_nonzero) == (1, 1)
+    assert out.promotion.startswith("float8_e4m3fn -> float32")
+    out = compare(a, two_steps, max_ulp=1, atol=0.25)[""]
+    assert not out.passed and out.ulp_max == 2
+    assert [f.metric for f in out.failures] == ["elements", "ulp"]
+
+
 def test_float16_against_float32_is_promoted_and_reported():
     e = np.linspace(0, 1, 101, dtype=np.float32)
     a = e.astype(np.float16)
