@@ -222,3 +222,42 @@ def test_in_process_watchdog_returns_results_and_crashes_unchanged(tmp_path):
             runner.run(spec.cases["a"])
     assert info.value.kind == "crash" and "weights not loaded: layer 3 missing" in info.value.message
     assert "candidate_crash" in info.value.stderr  # the traceback from the worker thread
+
+
+MLX_STATE_MODEL = '''
+import mlx.core as mx
+import numpy as np
+
+W_LAZY = mx.random.normal((8, 4), key=mx.random.key(0))  # lazy: built at import, evaluated at the first call
+
+
+def candidate_mlx_module_state(case):
+    return {"y": mx.tanh(mx.array(case.load()["x"].astype(np.float32)) @ W_LAZY)}
+
+
+class Model:
+    def __init__(self):
+        self.w = mx.random.normal((8, 4), key=mx.random.key(0))  # lazy, made by the factory
+
+    def __call__(self, case):
+        return {"y": mx.tanh(mx.array(case.load()["x"].astype(np.float32)) @ self.w)}
+
+
+def load():
+    return Model()
+'''
+
+
+def test_watched_mlx_runner_keeps_its_lazy_state_on_its_thread(tmp_path):
+    """MLX streams are per thread: arrays made at import or by the factory, still lazy, must be
+    evaluated on the thread that made them. A watched runner imports, builds and calls on one."""
+    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "mlxstate:candidate_mlx_module_state"\ntimeout = 30')
+    spec_text += '\n[runners.built]\nrole = "candidate"\nfactory = "mlxstate:load"\ntimeout = 30\n'
+    spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": __import__("spec_helpers").TINY_MODEL,
+                                                                "mlxstate.py": MLX_STATE_MODEL}))
+    outputs = {}
+    for name in ("cand", "built"):
+        with make_runner(spec.runners[name], spec) as runner:
+            outputs[name] = runner.run(spec.cases["a"]).outputs["y"]
+    assert outputs["cand"].dtype == np.float32 and outputs["cand"].shape == (3, 4)
+    np.testing.assert_array_equal(outputs["cand"], outputs["built"])

@@ -4,7 +4,8 @@ Two kinds are equal citizens:
 
 - in-process Python callables (``module:function``, or a ``factory`` called once at activation
   that returns the callable), imported with the spec's folder on ``sys.path``; with a ``timeout``
-  each call runs on a watched worker thread (a call past it fails, but cannot be stopped);
+  import, factory and calls run on a watched thread of the runner (a call past it fails, but
+  cannot be stopped);
 - commands run as subprocesses under the versioned protocol of ``docs/subprocess-protocol.md``
   (argv template with ``{case}`` and ``{out}``; named outputs written as JSON, npz or safetensors),
   so a Swift or C++ port takes part without Python.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
@@ -290,6 +292,44 @@ class ActiveRunner:
         return RunResult(outputs, seconds, stderr)
 
 
+class _CallThread:
+    """One daemon thread that runs every call of a watched in-process runner, its factory and
+    close() included, so that per-thread framework state made at activation (MLX streams and
+    lazy arrays, torch's grad mode) holds for the calls. Daemon: a call that outlives its
+    timeout never keeps the process from exiting."""
+
+    def __init__(self, name: str):
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            function, outcome, done = job
+            try:
+                outcome["value"] = function()
+            except BaseException as exc:  # handed to the caller's thread as is
+                outcome["error"] = exc
+            done.set()
+
+    def call(self, function: Callable[[], Any], timeout: float | None = None) -> Any:
+        """``function()`` on the thread; TimeoutError when it has not returned within ``timeout``."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+        self._jobs.put((function, outcome, done))
+        if not done.wait(timeout):
+            raise TimeoutError
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
 _IMPORTED: dict[str, int] = {}  # top-level module of a spec folder -> source mtime when imported
 
 
@@ -301,6 +341,7 @@ class PythonRunner(ActiveRunner):
         self.function: Callable[..., Any] | None = None
         self._added_path = False
         self._stuck: str | None = None  # the case whose call outlived its timeout
+        self._thread: _CallThread | None = None  # with a timeout: the thread every call runs on
 
     def _resolve(self, target: str) -> Callable[..., Any]:
         module_name, attr = target.split(":")
@@ -336,13 +377,23 @@ class PythonRunner(ActiveRunner):
         if root not in sys.path:
             sys.path.insert(0, root)
             self._added_path = True
+        if self.runner.timeout is not None:
+            # Import, factory and calls on one thread: module-level framework state (an MLX
+            # array built at import) belongs to the thread that uses it.
+            self._thread = _CallThread(f"paritygate-{self.name}")
+        resolve = self._resolve if self._thread is None else (lambda t: self._thread.call(lambda: self._resolve(t)))
         if self.runner.callable:
-            self.function = self._resolve(self.runner.callable)
+            self.function = resolve(self.runner.callable)
         else:
-            factory = self._resolve(self.runner.factory or "")
-            _seed(self.runner.seed)
+            factory = resolve(self.runner.factory or "")
+            options = self.runner.options
+
+            def build() -> Any:
+                _seed(self.runner.seed)
+                return factory(**options)
+
             try:
-                self.function = factory(**self.runner.options)
+                self.function = build() if self._thread is None else self._thread.call(build)
             except Exception as exc:
                 raise RunFailure(self.name, None, "crash", f"factory {self.runner.factory} raised {type(exc).__name__}: {exc}") from None
             if not callable(self.function):
@@ -352,7 +403,13 @@ class PythonRunner(ActiveRunner):
     def deactivate(self) -> None:
         close = getattr(self.function, "close", None)
         if self.runner.factory and callable(close) and self._stuck is None:  # not under a running call
-            close()
+            if self._thread is not None:
+                self._thread.call(close)
+            else:
+                close()
+        if self._thread is not None and self._stuck is None:
+            self._thread.stop()
+        self._thread = None
         self.function = None
         if self._added_path:
             try:
@@ -377,8 +434,8 @@ class PythonRunner(ActiveRunner):
                              f"not run: the call for case {self._stuck} timed out and is still running in this process")
         start = time.perf_counter()
         try:
-            tree = self.function(argument) if self.runner.timeout is None else self._watched(self.function, argument, case)
-            raw = flatten_tree(tree)
+            function = self.function
+            raw = flatten_tree(function(argument)) if self._thread is None else self._watched(function, argument, case)
         except RunFailure:
             raise
         except InputError as exc:
@@ -393,30 +450,26 @@ class PythonRunner(ActiveRunner):
 
 
     def _watched(self, function: Callable[..., Any], argument: Any, case: Case) -> Any:
-        """The call on a daemon worker thread, awaited for ``timeout`` seconds.
+        """The call (and its conversion to numpy, where lazy frameworks such as MLX evaluate) on
+        the runner's thread, awaited for ``timeout`` seconds.
 
         Python cannot stop a running call from outside, so a call past its timeout fails the case
         and keeps running in the background; the runner refuses its remaining cases (their
         results would race the stray call) and the process exits without waiting for it."""
-        outcome: dict[str, Any] = {}
+        assert self._thread is not None  # made at activation for a runner with a timeout
+        seed = self.runner.seed
 
-        def call() -> None:
-            try:
-                outcome["value"] = function(argument)
-            except BaseException as exc:  # handed to the caller's thread as is
-                outcome["error"] = exc
+        def call() -> dict[str, Any]:
+            _seed(seed)
+            return flatten_tree(function(argument))
 
-        worker = threading.Thread(target=call, name=f"paritygate-{self.name}-{case.name}", daemon=True)
-        worker.start()
-        worker.join(self.runner.timeout)
-        if worker.is_alive():
+        try:
+            return self._thread.call(call, self.runner.timeout)
+        except TimeoutError:
             self._stuck = case.name
             raise RunFailure(self.name, case.name, "timeout",
                              f"no result within {self.runner.timeout:g} s (an in-process call cannot be stopped: it "
-                             "keeps running in this process, and this runner's remaining cases are not run)")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
+                             "keeps running in this process, and this runner's remaining cases are not run)") from None
 
 
 class SubprocessRunner(ActiveRunner):
