@@ -133,6 +133,14 @@ def test_json_tree_is_returned_as_a_tree(tmp_path):
     assert load_outputs(tmp_path / "list.json") == {"list": [1, 2, 3]}
 
 
+def test_json_duplicate_keys_are_refused_not_silently_dropped(tmp_path):
+    (tmp_path / "twice.json").write_text('{"boxes": {"editor": [1, 2], "editor": [3, 4]}}')
+    with pytest.raises(InputError, match=r"twice\.json: key 'editor' appears twice in one object"):
+        load_outputs(tmp_path / "twice.json")
+    (tmp_path / "once.json").write_text('{"boxes": {"editor": [1, 2], "title": [3, 4]}}')
+    assert load_outputs(tmp_path / "once.json") == {"boxes": {"editor": [1, 2], "title": [3, 4]}}
+
+
 def test_json_save_turns_arrays_into_lists(tmp_path):
     path = save_outputs(tmp_path / "out.json",
                         {"a": np.array([[1, 2]], dtype=np.int32), "b": np.float32(0.5),

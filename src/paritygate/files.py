@@ -324,13 +324,29 @@ def _load_npz(path: Path, data: bytes, where: str) -> dict[str, Any]:
     return outputs
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
 def _load_json(data: bytes, where: str, stem: str) -> dict[str, Any]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text, so not JSON (byte {exc.start})", where=where) from None
     try:
-        tree = json.loads(text)
+        tree = json.loads(text, object_pairs_hook=_object_without_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise InputError(f"key {exc.args[0]!r} appears twice in one object; which value is the "
+                         "output would be a guess", where=where) from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where=where
