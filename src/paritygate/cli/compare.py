@@ -24,11 +24,25 @@ def _holds_one_unnamed_output(path: Path) -> bool:
     return not head.startswith("{")
 
 
+def _check_names(path: Path, tree: dict) -> None:
+    """Output names a file cannot hold (empty, containing '/'), reported with the file's name."""
+    from ..errors import InputError
+    from ..outputs import flatten_outputs
+
+    try:
+        flatten_outputs(tree)
+    except InputError as exc:
+        inside = f"[{exc.where}]" if exc.where and exc.where != "output tree" else ""
+        raise InputError(exc.message, hint=exc.hint, where=f"{path}{inside}") from None
+
+
 def _load_pair(actual_file: Path, expected_file: Path) -> tuple[dict, dict]:
     from ..files import load_outputs
 
     actual = load_outputs(actual_file)
     expected = load_outputs(expected_file)
+    for path, tree in ((actual_file, actual), (expected_file, expected)):
+        _check_names(path, tree)
     # Two files that each hold one unnamed output are the same output whatever they are called.
     if _holds_one_unnamed_output(actual_file) and _holds_one_unnamed_output(expected_file):
         (name,) = expected
