@@ -69,7 +69,16 @@ from ..metrics import finish
 from ..results import OutputComparison, Tolerance
 from ._device import STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
 
-__all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_numpy", "ACCUMULATE"]
+__all__ = [
+    "name",
+    "is_array",
+    "synchronize",
+    "describe",
+    "compare_arrays",
+    "to_numpy",
+    "ACCUMULATE",
+    "accumulates_in_float64",
+]
 
 name = "mlx"
 
