@@ -299,6 +299,16 @@ def test_bad_flag_values_exit_2(files, capsys):
     assert code == 2 and "min_cosine" in err
     code, _, err = _run([files["ref"]], capsys)
     assert code == 2 and "Missing argument" in err
+    # Usage errors are one line too, naming the option and where the help is.
+    for args, needle in (([files["ref"]], "Missing argument 'B'"),
+                         ([files["ref"], files["ref"], "--bogus"], "No such option '--bogus'"),
+                         ([files["ref"], files["ref"], "--worst-k", "-1"], "Invalid value for '--worst-k'"),
+                         ([files["ref"], files["ref"], "--atol"], "Option '--atol' requires an argument")):
+        code, out, err = _run(args, capsys)
+        lines = err.strip().splitlines()
+        assert (code, out, len(lines)) == (2, "", 1), err
+        assert lines[0].startswith("paritygate: error: ") and needle in lines[0], err
+        assert lines[0].endswith(" --help')") and "(see 'paritygate" in lines[0], err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("paritygate: aborted", err=True)
         return 2
+    except click.UsageError as exc:
+        # One line like every other user error, with where to look instead of the whole usage.
+        command = exc.ctx.command_path if exc.ctx is not None else "paritygate"
+        message = " ".join(exc.format_message().split())
+        click.echo(f"paritygate: error: {message} (see '{command} --help')", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
         return 2
