@@ -311,3 +311,35 @@ def test_jax_results_are_waited_for_and_compared_exactly():
     planted = paired(jax_model, lambda: jax_model(0.5), orders=("reversed",))
     (difference,) = planted.checks[0].differences
     assert difference.path == "latents" and difference.max_abs == pytest.approx(0.5)
+
+
+def test_only_check_b_with_kept_outputs_leaves_check_a_to_the_caller():
+    def off32():
+        return {"latents": model()["latents"] + np.float32(1e-3)}  # check (a) would fail
+
+    result = paired(model, off32, check_a=False, keep_outputs=True)
+    assert result, "check (a) is the caller's; both leaked-state checks hold"
+    assert [(c.order, c.check, c.exact) for c in result.checks] == [("forward", "b", True), ("reversed", "b", True)]
+    assert result.run_counts == {"baseline": 3, "candidate": 3}
+    assert sorted(result.outputs) == ["forward", "reversed"]
+    assert sorted(result.outputs["forward"]) == ["baseline-after", "baseline-before", "candidate"]
+    forward = result.outputs["forward"]
+    np.testing.assert_array_equal(forward["candidate"]["latents"], off32()["latents"])
+    np.testing.assert_array_equal(forward["baseline-before"]["latents"], model()["latents"])
+    assert sorted(result.outputs["reversed"]) == ["baseline", "candidate-after", "candidate-before"]
+    assert result.outputs["reversed"]["baseline"]["steps"] == 4
+    data = result.to_dict()
+    assert "outputs" not in data and data["passed"] is True
+    json.dumps(data)
+    assert result.summary().startswith("paired oracle (leaked-state checks only) holds over orders")
+    assert paired(model, off32, check_a=False).outputs == {}  # nothing kept unless asked
+
+
+def test_only_check_b_still_fails_a_leak_and_refuses_a_tolerance():
+    result = paired(model, wrapped(leak=True), check_a=False, keep_outputs=True, orders=("forward",))
+    assert not result
+    (check,) = result.checks
+    assert (check.check, check.actual_run, check.expected_run) == ("b", "baseline-after", "baseline-before")
+    assert result.outputs["forward"]["candidate"]["latents"].shape == INPUT.shape
+    with pytest.raises(InputError, match="metric of check \\(a\\)"):
+        paired(model, model, check_a=False, tolerance={"atol": 1e-3})

@@ -14,9 +14,12 @@ file is not (the file also records the script that produced it). One *order* is 
 Without a tolerance (a no-op configuration) every check is byte equality: same dtype, same shape,
 the same bytes (NaN payloads and signed zeros included). With a tolerance, check (a) uses that
 metric through :func:`paritygate.compare.compare`, while check (b) stays byte equality: it
-compares two runs of one unchanged path. Lazy results are evaluated inside each run (``mx.eval``,
-``block_until_ready``, CUDA synchronization) so a run's wall time is its real compute time; the
-host copies and comparisons are timed apart and reported as the oracle's overhead.
+compares two runs of one unchanged path. With ``check_a=False`` only check (b) runs and, with
+``keep_outputs=True``, the host copies of every run stay on the result, so a caller (the gate)
+can evaluate check (a) with a claim's own metric and scope (per edge, per output, SSIM ...).
+Lazy results are evaluated inside each run (``mx.eval``, ``block_until_ready``, CUDA
+synchronization) so a run's wall time is its real compute time; the host copies and comparisons
+are timed apart and reported as the oracle's overhead.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -150,6 +153,9 @@ class PairedResult:
     checks: list[PairedCheck]
     run_counts: dict[str, int]
     compare_s: float  # host copies and comparisons, all orders together
+    # order -> role -> flat host leaves of that run; filled only with keep_outputs=True and left
+    # out of to_dict (arrays are evidence for the caller, not for the JSON report).
+    outputs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -178,7 +184,10 @@ class PairedResult:
         return [prefix + m for c in self.checks for m in c.messages()]
 
     def summary(self) -> str:
-        head = "paired " + ("byte equality" if self.exact else "tolerance") + " oracle"
+        if not any(c.check == "a" for c in self.checks):
+            head = "paired oracle (leaked-state checks only)"
+        else:
+            head = "paired " + ("byte equality" if self.exact else "tolerance") + " oracle"
         if self.label:
             head += f" [{self.label}]"
         counts = ", ".join(f"{side} ran {n}x" for side, n in self.run_counts.items())
@@ -192,7 +201,8 @@ class PairedResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        data = to_jsonable(self)
+        data = to_jsonable(replace(self, outputs={}))
+        del data["outputs"]
         data["passed"] = self.passed
         data["overhead"] = to_jsonable(self.overhead)
         data["run_s_median"] = self.run_s_median
@@ -208,6 +218,8 @@ def paired(
     tolerance: Tolerance | Mapping[str, Any] | None = None,
     orders: Sequence[str] = ("forward", "reversed"),
     label: str = "",
+    check_a: bool = True,
+    keep_outputs: bool = False,
 ) -> PairedResult:
     """Run baseline and candidate back to back in this process and check both orders.
 
@@ -218,7 +230,9 @@ def paired(
     between runs (a random seed, a KV cache); it must not undo the candidate's leftovers, or
     check (b) can no longer see them. ``tolerance`` is None for byte equality (a no-op
     configuration), or a :class:`~paritygate.results.Tolerance` (or its keyword arguments) for
-    check (a) of a changed numerical path.
+    check (a) of a changed numerical path. ``check_a=False`` runs only the leaked-state checks
+    (b), for a caller that evaluates (a) itself on the runs kept by ``keep_outputs=True`` in
+    ``result.outputs[order][role]`` (flat host leaves, e.g. ``outputs["forward"]["candidate"]``).
 
     Each order runs its three callables exactly once; exceptions from them propagate with a note
     naming the order and the run.
@@ -232,12 +246,16 @@ def paired(
             raise InputError(f"unknown order {order!r}", hint="use 'forward' and/or 'reversed'")
     if not callable(baseline) or not callable(candidate):
         raise InputError("baseline and candidate must be callables taking no arguments")
+    if not check_a and tol is not None:
+        raise InputError("a tolerance is the metric of check (a); with check_a=False it would be ignored",
+                         hint="drop the tolerance, or keep check (a)")
 
     runs: list[RunRecord] = []
     checks: list[PairedCheck] = []
     counts = {"baseline": 0, "candidate": 0}
     compare_s = 0.0
     sides = {"baseline": baseline, "candidate": candidate}
+    kept: dict[str, dict[str, dict[str, Any]]] = {}
     for order in orders:
         host: dict[str, dict[str, Any]] = {}
         for position, (side, role) in enumerate(ORDERS[order]):
@@ -257,7 +275,11 @@ def paired(
             start = time.perf_counter()
             host[role] = {path: _host_leaf(value, path) for path, value in leaves.items()}
             compare_s += time.perf_counter() - start
+        if keep_outputs:
+            kept[order] = host
         for check, (actual_role, expected_role) in _CHECKS[order].items():
+            if check == "a" and not check_a:
+                continue
             start = time.perf_counter()
             exact = tol is None or check == "b"
             if exact:
@@ -287,6 +309,7 @@ def paired(
         checks=checks,
         run_counts=counts,
         compare_s=compare_s,
+        outputs=kept,
     )
 
 
