@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import InputError
 from ..metrics import RawStats, dtype_kind, finish, promote
@@ -29,6 +29,7 @@ __all__ = [
     "empty_stats",
     "split_stats",
     "finish_plan",
+    "compare_on_host",
     "ULP_INT_BITS",
 ]
 
@@ -176,6 +177,26 @@ def finish_plan(stats: RawStats, p: Any, tolerance: Tolerance, path: str, backen
         ulp_dtype=p.ulp_dtype,
         backend=backend,
     )
+
+
+def compare_on_host(
+    actual: Any,
+    expected: Any,
+    tolerance: Tolerance,
+    path: str,
+    why: str,
+    is_array: Callable[[Any], bool],
+    to_numpy: Callable[[Any], Any],
+) -> OutputComparison:
+    """The host engine's comparison of a pair the device cannot compare exactly: the backend's
+    arrays (``is_array``) are copied with ``to_numpy``, and ``why`` is added to ``promotion``."""
+    from . import numpy as host
+
+    a = to_numpy(actual) if is_array(actual) else actual
+    e = to_numpy(expected) if is_array(expected) else expected
+    result = host.compare_arrays(a, e, tolerance, path)
+    result.promotion = f"{result.promotion}; {why}" if result.promotion else why
+    return result
 
 
 def kernel_tolerance(p: Plan, tolerance: Tolerance) -> Tolerance:

@@ -37,6 +37,7 @@ from ._device import (
     STATS,
     SUM_STATS,
     ULP_INT_BITS,
+    compare_on_host,
     empty_stats,
     finish_plan,
     kernel_tolerance,
@@ -296,16 +297,6 @@ class _Side:
         return _jax().device_put(part, self.device)
 
 
-def _host_fallback(actual: Any, expected: Any, tolerance: Tolerance, path: str, why: str) -> OutputComparison:
-    from . import numpy as host
-
-    a = to_numpy(actual) if is_array(actual) else actual
-    e = to_numpy(expected) if is_array(expected) else expected
-    result = host.compare_arrays(a, e, tolerance, path)
-    result.promotion = f"{result.promotion}; {why}" if result.promotion else why
-    return result
-
-
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare a JAX array with a JAX array or a numpy array on the JAX array's device."""
     import numpy as np
@@ -313,16 +304,12 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     x64 = _x64()
     side_a, side_e = _Side(actual), _Side(expected)
     if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):
-        return _host_fallback(actual, expected, tolerance, path, "complex outputs compared on the host")
+        why = "complex outputs compared on the host"
+        return compare_on_host(actual, expected, tolerance, path, why, is_array, to_numpy)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     if not x64 and {side_a.dtype, side_e.dtype} & set(_NEEDS_X64):
-        return _host_fallback(
-            actual,
-            expected,
-            tolerance,
-            path,
-            "compared on the host: JAX runs without x64 and cannot hold the numpy side exactly",
-        )
+        why = "compared on the host: JAX runs without x64 and cannot hold the numpy side exactly"
+        return compare_on_host(actual, expected, tolerance, path, why, is_array, to_numpy)
     device = next(iter((actual if is_array(actual) else expected).devices()))
     side_a.device = side_e.device = device
     ktol = kernel_tolerance(p, tolerance)

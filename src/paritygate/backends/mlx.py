@@ -65,9 +65,18 @@ import os
 from typing import Any
 
 from ..errors import InputError
-from ..metrics import finish
 from ..results import OutputComparison, Tolerance
-from ._device import STATS, ULP_INT_BITS, kernel_tolerance, plan, raw_stats
+from ._device import (
+    STATS,
+    ULP_INT_BITS,
+    compare_on_host,
+    empty_stats,
+    finish_plan,
+    kernel_tolerance,
+    plan,
+    raw_stats,
+    split_stats,
+)
 
 __all__ = [
     "name",
@@ -355,49 +364,22 @@ def _step(kind: str, unsigned: bool, ulp_dtype: str | None, two_sum: bool, acc_n
     return mx.compile(step)
 
 
-def _host_fallback(actual: Any, expected: Any, tolerance: Tolerance, path: str, why: str) -> OutputComparison:
-    from . import numpy as host
-
-    a = to_numpy(actual) if is_array(actual) else actual
-    e = to_numpy(expected) if is_array(expected) else expected
-    result = host.compare_arrays(a, e, tolerance, path)
-    result.promotion = f"{result.promotion}; {why}" if result.promotion else why
-    return result
-
-
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare an MLX array with an MLX array or a numpy array on MLX's default device."""
     side_a, side_e = _Side(actual), _Side(expected)
     if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):
-        return _host_fallback(actual, expected, tolerance, path, "complex outputs compared on the host")
+        why = "complex outputs compared on the host"
+        return compare_on_host(actual, expected, tolerance, path, why, is_array, to_numpy)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     acc_float64 = accumulates_in_float64()
     if not acc_float64 and "float64" in (side_a.dtype, side_e.dtype, p.compared_as):
-        return _host_fallback(
-            actual,
-            expected,
-            tolerance,
-            path,
-            "compared on the host: float64 arithmetic needed, and MLX accumulates in float32 here",
-        )
+        why = "compared on the host: float64 arithmetic needed, and MLX accumulates in float32 here"
+        return compare_on_host(actual, expected, tolerance, path, why, is_array, to_numpy)
     ktol = kernel_tolerance(p, tolerance)
     chunk = CHUNK if acc_float64 else CHUNK_FLOAT32
     host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=acc_float64, chunk=chunk)
-    n = len(STATS)
-    rest = host[n:]
-    stats = raw_stats(p, host[:n], rest[:kk], rest[kk : 2 * kk], rest[2 * kk :], ktol)
-    return finish(
-        stats,
-        path=path,
-        tolerance=tolerance,
-        shape=p.shape,
-        dtype_actual=p.dtype_actual,
-        dtype_expected=p.dtype_expected,
-        compared_as=p.compared_as,
-        promotion=p.promotion,
-        ulp_dtype=p.ulp_dtype,
-        backend=name,
-    )
+    stats = raw_stats(p, *split_stats(host, kk), ktol)
+    return finish_plan(stats, p, tolerance, path, name)
 
 
 def _neumaier(total: Any, comp: Any, x: Any) -> tuple[Any, Any]:
@@ -424,9 +406,7 @@ def _reduce(
     import numpy as np
 
     if p.size == 0:
-        vec = [0.0] * len(STATS)
-        vec[STATS.index("max_excess")] = -math.inf
-        return vec, 0
+        return empty_stats().tolist(), 0
     acc = mx.float64 if acc_float64 else mx.float32
     chunk = chunk or (CHUNK if acc_float64 else CHUNK_FLOAT32)
     in_flight = max(1, in_flight or IN_FLIGHT)
