@@ -298,3 +298,40 @@ def test_terminal_table_fits_80_columns_with_the_excess_in_the_observed_cell():
     rows = [line for line in lines if line.startswith(("pass", "FAIL"))]
     assert len(rows) == 4  # one line per verdict: nothing folded
     assert "3 px (+1)" in rows[0] and "0.99 (-0.009)" in rows[3] and "(" not in rows[1]
+
+
+def test_cli_console_is_wide_when_piped_and_follows_columns(monkeypatch):
+    """Piped into a CI log, rich would assume 80 columns and fold long claim and case names."""
+    import io
+    import sys
+
+    from paritygate.reports.terminal import console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # not a terminal
+    assert console().width == 160
+    monkeypatch.setenv("COLUMNS", "100")
+    assert console().width == 100
+
+
+def test_gate_command_piped_keeps_every_verdict_on_one_line(tmp_path, capsys, monkeypatch):
+    from paritygate.cli import main
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    from spec_helpers import TINY_SPEC, make_project
+
+    long_id = "y-close-to-the-float64-reference-everywhere"
+    path = make_project(tmp_path, TINY_SPEC.replace("[claims.y-close]", f"[claims.{long_id}]"))
+    record(load_spec(path))
+
+    def rows() -> list[str]:
+        assert main(["gate", str(path)]) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith(("pass", "FAIL"))]
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = rows()
+    assert len(piped) == 2 and all(long_id in r and "cand" in r and "max_abs" in r and "1e-05" in r for r in piped)
+    monkeypatch.setenv("COLUMNS", "80")  # what rich assumed for every pipe before: names fold
+    narrow = rows()
+    assert not all("max_abs" in r and "1e-05" in r for r in narrow)

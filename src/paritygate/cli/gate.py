@@ -19,9 +19,9 @@ _SPEC = click.argument("spec_path", metavar="SPEC", required=False, default=".",
 
 
 def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
+    from ..reports.terminal import console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return console(stderr)
 
 
 @contextmanager

@@ -25,15 +25,14 @@ def report_command(result_file: Path, out_dir: Path | None) -> int:
     (0 every claim holds, 1 a claim is violated, 3 drift); 2 when RESULT.json is not a
     paritygate gate result.
     """
-    from rich.console import Console
-
     from ..reports import load_result, verdict_table, write_all
+    from ..reports.terminal import console
     from ..reports._common import exit_code
 
     result = load_result(result_file)
     paths = write_all(result, out_dir if out_dir is not None else result_file.parent)
-    console = Console()
-    console.print(verdict_table(result))
+    out = console()
+    out.print(verdict_table(result))
     for name, path in paths.items():
-        console.print(f"{name:>8}: {path}", highlight=False, soft_wrap=True)
+        out.print(f"{name:>8}: {path}", highlight=False, soft_wrap=True)
     return exit_code(result)

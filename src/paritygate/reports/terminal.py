@@ -27,6 +27,22 @@ def _excess_note(verdict: dict[str, Any]) -> str:
     return f" ({sign}{fmt(excess)})"
 
 
+def console(stderr: bool = False) -> Any:
+    """A rich console for the CLI. On a terminal it takes the terminal's width; piped into a CI
+    log or a file (where rich would assume 80 columns and fold every claim name) it is 160 wide,
+    unless COLUMNS says otherwise."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if not stream.isatty() and not os.environ.get("COLUMNS"):
+        width = 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
 def verdict_table(result: dict[str, Any]) -> Any:
     """A :class:`rich.table.Table` of every claim x case verdict."""
     from rich.table import Table
