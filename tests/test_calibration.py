@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -324,3 +325,76 @@ def test_activity_counters_are_recorded_per_run_and_per_model_mutation():
     assert result.judge_activity("skipped", 0, 6) == "the candidate is inside it in 11 of 16 runs"
     with pytest.raises(InputError, match="reports no activity counter 'hits'"):
         calibrate(cached, 16, outputs=["hidden"], counters=["hits"])
+
+
+def no_segments(case):
+    """the segmenter finds no segment: an empty (0, 2) array where the reference has (2, 2)"""
+    return {"hidden": model(inputs(case), np.float32)["hidden"], "segments": np.zeros((0, 2), np.int64)}
+
+
+def with_segments(case):
+    h = model(inputs(case), np.float32)["hidden"]
+    return {"hidden": h, "segments": np.array([[0, 4], [6, 10]], np.int64) + case}
+
+
+def segment_twin(case):
+    baseline = with_segments(case)
+    return {**baseline, "hidden": model(inputs(case), np.float64)["hidden"]}, with_segments(case)
+
+
+@pytest.mark.parametrize("metric", ["max_abs", "cosine"])
+def test_a_model_mutation_that_changes_an_outputs_structure_is_caught_in_every_case(metric):
+    dropped = lambda case: {"hidden": with_segments(case)["hidden"]}  # noqa: E731
+    extra = lambda case: {**with_segments(case), "debug": np.ones(3)}  # noqa: E731
+    result = calibrate(
+        segment_twin, 16, metric=metric,
+        model_mutations={"no segments": no_segments, "dropped": dropped, "extra": extra},
+        mutations=[additive_noise(1e-2)],
+    )
+    assert result and result.proposal == "tolerance"
+    dist = result.claim_metric
+    worst = math.inf if metric == "max_abs" else -math.inf
+    for name in ("no segments", "dropped", "extra"):
+        assert dist.bugs[name] == [worst] * 16
+    # The bound still rests on the real noise, not on the structural bugs.
+    noise = [float(np.max(np.abs(model(inputs(c), np.float32)["hidden"].astype(np.float64)
+                                 - model(inputs(c), np.float64)["hidden"]))) for c in range(16)]
+    if metric == "max_abs":
+        assert dist.largest_noise == max(noise) and dist.largest_noise <= result.proposed_bound < 1e-3
+    else:
+        assert dist.largest_noise < 1 and result.proposed_bound <= dist.largest_noise
+    assert dist.smallest_bug_mutation == "noise(0.01)"
+    summaries = {m.name: m for m in result.mutations}
+    for name in ("no segments", "dropped", "extra"):
+        assert summaries[name].cases == summaries[name].caught == 16
+    assert summaries["no segments"].structure_changed[0] == (
+        "case 0: structure changed: output 'segments' shape (0, 2) against (2, 2)"
+    )
+    assert summaries["dropped"].structure_changed[3] == "case 3: structure changed: output 'segments' missing"
+    assert summaries["extra"].structure_changed[15] == "case 15: structure changed: extra output 'debug'"
+    assert summaries["noise(0.01)"].structure_changed == []
+    text = result.summary()
+    assert "structure changed: output 'segments' shape (0, 2) against (2, 2) (and 15 more cases)" in text
+    json.dumps(result.to_dict())
+
+
+def test_an_unmutated_candidate_that_changes_an_outputs_structure_stops_calibration():
+    def shrinking(case):
+        baseline, candidate = segment_twin(case)
+        if case == 5:
+            candidate = {**candidate, "segments": np.zeros((0, 2), np.int64)}
+        return baseline, candidate
+
+    with pytest.raises(InputError) as info:
+        calibrate(shrinking, 16, model_mutations={"no segments": no_segments})
+    assert str(info.value) == (
+        "case 5: output 'segments' of the unmutated candidate: shape (0, 2) against the baseline's (2, 2)"
+    )
+    assert "unmutated candidate must report the baseline's outputs" in info.value.hint
+
+    def dropping(case):
+        baseline, candidate = segment_twin(case)
+        return baseline, {"hidden": candidate["hidden"]}
+
+    with pytest.raises(InputError, match=r"case 0: outputs \['segments'\] missing from the unmutated candidate"):
+        calibrate(dropping, 16)

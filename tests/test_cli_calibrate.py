@@ -52,6 +52,16 @@ def never_skips(case):
     return {"y": reference(case)["y"] * (1 + 1e-5), "skipped": 0}
 
 
+def no_rows(case):
+    """the port returning no rows at all"""
+    return {"y": np.zeros((0, 4), np.float32)}
+
+
+def candidate32_drops_a_row(case):
+    y = candidate32(case)["y"]
+    return {"y": y[1:] if case.name == "c07" else y}
+
+
 def candidate32_zeroed(case):
     """the float32 port with the projection's last column zeroed"""
     x = case.load()["x"].astype(np.float32)
@@ -115,6 +125,19 @@ oracle = "equivalence"
 mode = "paired"
 status = "provisional"
 candidates = ["port16"]
+
+[runners.port32-drops]
+role = "candidate"
+callable = "calib:candidate32_drops_a_row"
+
+[claims.y-rows]
+outputs = ["y"]
+metric = "cosine"
+bound = 0.999
+oracle = "equivalence"
+mode = "paired"
+status = "provisional"
+candidates = ["port32-drops"]
 
 [claims.noop]
 outputs = ["y"]
@@ -201,7 +224,7 @@ def test_stored_claim_without_a_reference_is_drift(project, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--claim", "nope"], "no claim 'nope' (claims: y-close, y-stored, y-half, noop)"),
+        (["--claim", "nope"], "no claim 'nope' (claims: y-close, y-stored, y-half, y-rows, noop)"),
         (["--claim", "y-close", "--cases", "8"], "at least 16 cases, got 8"),
         (["--claim", "y-close", "--margin", "machine"], "--margin expects NAME=VALUE"),
         (["--claim", "y-close", "--margin", "machine=0.5"], "must be a factor >= 1"),
@@ -351,3 +374,26 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     assert "inside the noise: never skips" in out
     assert "spec activity band: skipped in 0..9: the candidate is inside it in 16 of 16 runs" in out
     assert "it rejects" not in out.split("spec activity band")[1]
+
+
+def test_a_model_mutation_that_changes_an_outputs_shape_is_caught_not_an_error(project, capsys, tmp_path):
+    json_path = tmp_path / "calibration.json"
+    assert main(["calibrate", str(project), "--claim", "y-close", "--json", str(json_path),
+                 "--model-mutation", "no rows=calib:no_rows",
+                 "--model-mutation", "zeroed column=calib:candidate32_zeroed"]) == 0
+    out = capsys.readouterr().out
+    assert "no rows" in out and "inf  (16 cases, caught in 16/16 cases)" in out
+    assert "case c00: structure changed: output 'y' shape (0, 4) against (6, 4) (and 15 more cases)" in out
+    data = json.loads(json_path.read_text())
+    dist = data["by_metric"]["max_abs"]
+    # The bound rests on the real noise; the structural bug is not the smallest one.
+    assert 0 < dist["largest_noise"] <= data["proposed_bound"] < 1e-5
+    assert dist["smallest_bug_mutation"] != "no rows"
+
+
+def test_an_unmutated_candidate_that_changes_an_outputs_shape_stops_with_case_and_output(project, capsys):
+    assert main(["calibrate", str(project), "--claim", "y-rows",
+                 "--model-mutation", "no rows=calib:no_rows"]) == 2
+    err = capsys.readouterr().err
+    assert "case c07: output 'y' of the unmutated candidate: shape (5, 4) against the baseline's (6, 4)" in err
+    assert len(err.strip().splitlines()) == 1

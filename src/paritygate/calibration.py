@@ -222,6 +222,8 @@ class MutationSummary:
     smallest_signal: float | None  # on the claim's metric, least detectable case
     caught: int | None = None  # cases the proposed bound catches (None without a proposal)
     caught_by: str = ""  # set when the claim's activity band, not its metric, rejects it
+    # per case where a model mutation changed the outputs' structure: "case c: structure changed: ..."
+    structure_changed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -321,6 +323,12 @@ class CalibrationResult:
                 caught += f" by the {m.caught_by}, not by the metric"
             signal = _g(m.smallest_signal) if m.smallest_signal is not None else "not applicable"
             lines.append(f"  {m.name:<24} {m.kind:<6} {signal:>12}  ({m.cases} cases{caught})")
+            if m.structure_changed:
+                more = len(m.structure_changed) - 1
+                lines.append(
+                    f"    {m.structure_changed[0]}"
+                    + (f" (and {more} more case{'s' if more > 1 else ''})" if more else "")
+                )
         lines.append("")
         lines.append(
             f"risk: with n = {self.n} cases the next case exceeds the largest observed noise with "
@@ -507,6 +515,7 @@ def calibrate(
     exactly_zero = True
     baselines: dict[int, dict[str, np.ndarray]] = {}
     candidates: dict[int, dict[str, np.ndarray]] = {}
+    candidate_paths: dict[int, set[str]] = {}  # every output the unmutated candidate reported
     covered: list[str] | None = None
     counters = list(counters)
     if activity_band is not None and activity_band[0] not in counters:
@@ -536,6 +545,7 @@ def calibrate(
             if repeat == 0:
                 baselines[index] = {p: baseline[p] for p in covered}
                 candidates[index] = {p: candidate[p] for p in covered}
+                candidate_paths[index] = set(candidate)
     assert covered is not None  # at least one case ran
 
     bugs: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
@@ -564,6 +574,7 @@ def calibrate(
         summaries.append(MutationSummary(mutation.name, "output", mutation.description, applied, None))
     for name_m, make in model_mutations.items():
         applied = 0
+        structure_changed: list[str] = []
         for index in range(len(cases)):
             where = f"model mutation {name_m!r}, case {case_names[index]}"
             try:
@@ -571,10 +582,18 @@ def calibrate(
             except Exception as exc:
                 exc.add_note(f"paritygate.calibrate: raised by {where}")
                 raise
-            mutated = _host_tree(mutated_tree, where, covered)
-            _same_outputs(baselines[index], mutated, covered, where)
+            mutated = _host_tree(mutated_tree, where, outputs)
             for counter in counters:
                 activity[counter].setdefault(name_m, []).append(_counter(mutated_tree, counter, where))
+            changes = _structure_changes(baselines[index], mutated, covered, candidate_paths[index])
+            if changes:
+                # A mutated model that changes an output's structure fails the claim in the most
+                # obvious way: caught in this case, at the metric's worst value, never noise.
+                applied += 1
+                structure_changed.append(f"case {case_names[index]}: structure changed: {'; '.join(changes)}")
+                for name in recorded:
+                    bugs[name].setdefault(name_m, []).append(_WORST_VALUE[DIRECTIONS[name]])
+                continue
             if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
                 continue
             applied += 1
@@ -582,7 +601,10 @@ def calibrate(
             for name in recorded:
                 bugs[name].setdefault(name_m, []).append(_worst(name, [values[p][name] for p in covered]))
         description = (getattr(make, "__doc__", None) or "").strip().splitlines()
-        summaries.append(MutationSummary(name_m, "model", description[0] if description else "", applied, None))
+        summaries.append(
+            MutationSummary(name_m, "model", description[0] if description else "", applied, None,
+                            structure_changed=structure_changed)
+        )
 
     band_caught: dict[str, int] = {}
     if activity_band is not None:
@@ -690,17 +712,41 @@ def _select(baseline: Mapping[str, Any], patterns: Sequence[str] | None, tree: A
 
 
 def _same_outputs(baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str) -> None:
+    # The unmutated candidate against the baseline: a change of structure here is an error of the
+    # measurement itself (there is no noise to calibrate), unlike a mutated model's, which is caught.
+    why = "the unmutated candidate must report the baseline's outputs in the baseline's shapes"
     missing = [p for p in covered if p not in other]
     if missing:
-        raise InputError(f"outputs {missing} missing from the candidate side", where=where)
+        raise InputError(f"outputs {missing} missing from the unmutated candidate", where=where, hint=why)
     for path in covered:
         if path not in baseline:
-            raise InputError(f"output {path!r} missing from the baseline side", where=where)
+            raise InputError(f"output {path!r} missing from the baseline side", where=where, hint=why)
         if baseline[path].shape != other[path].shape:
             raise InputError(
-                f"output {path!r}: shape {other[path].shape} against {baseline[path].shape}",
+                f"output {path!r} of the unmutated candidate: shape {other[path].shape} against the "
+                f"baseline's {baseline[path].shape}",
                 where=where,
+                hint=why,
             )
+
+
+# The value a metric takes on an output whose structure changed: no bound can pass it.
+_WORST_VALUE = {"max": math.inf, "min": -math.inf}
+
+
+def _structure_changes(
+    baseline: Mapping[str, Any], mutated: Mapping[str, Any], covered: Sequence[str], unmutated: set[str]
+) -> list[str]:
+    """How a mutated model's outputs differ in structure from the baseline: missing, extra (an
+    output the unmutated candidate does not report either), reshaped."""
+    changes = [f"output {p!r} missing" for p in covered if p not in mutated]
+    changes += [f"extra output {p!r}" for p in mutated if p not in covered and p not in unmutated]
+    changes += [
+        f"output {p!r} shape {mutated[p].shape} against {baseline[p].shape}"
+        for p in covered
+        if p in mutated and mutated[p].shape != baseline[p].shape
+    ]
+    return changes
 
 
 def _bytes_equal(a: np.ndarray, b: np.ndarray) -> bool:
