@@ -346,3 +346,13 @@ def test_cosine_of_huge_float64_values(kernel):
     out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
     assert out.cosine == pytest.approx(reference, abs=1e-12)
     assert host.compare_arrays(e, e.copy(), Tolerance(min_cosine=1 - 1e-12), "x", kernel=kernel).passed
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+def test_subnormal_against_huge_float64_gives_a_defined_cosine(kernel):
+    """Squares beyond float64 trigger power-of-two scaling; a subnormal peak must not overflow it."""
+    tiny, huge = np.array([2.2250738585e-313]), np.array([1.3407807929942596e154])
+    for a, e in ((tiny, huge), (huge, tiny)):
+        out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
+        assert not out.passed and out.cosine == pytest.approx(1.0)
+        assert out.max_abs == pytest.approx(1.3407807929942596e154)

@@ -624,9 +624,11 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
         stats.norm_actual_sq = float(f[:, _F["norm_actual_sq"]].sum())
         stats.norm_expected_sq = float(f[:, _F["norm_expected_sq"]].sum())
         sums = (stats.dot, stats.norm_actual_sq, stats.norm_expected_sq)
-        if stats.n_finite and not all(math.isfinite(x) for x in sums):
-            # Squares beyond float64 (values above ~1e154): the cosine is scale-invariant, so
-            # the three sums are recomputed with each side scaled by a power of two.
+        if stats.n_finite and (not all(math.isfinite(x) for x in sums) or 0.0 in sums[1:]):
+            # Squares beyond float64 (values above ~1e154), or a norm that underflowed to zero
+            # (values below ~1e-162; a side that is truly all zeros stays zero): the cosine is
+            # scale-invariant, so the three sums are recomputed with each side scaled by a
+            # power of two.
             stats.dot, stats.norm_actual_sq, stats.norm_expected_sq = _scaled_products(pair)
         stats.max_excess = float(f[:, _F["max_excess"]].max())
         stats.atol_needed = float(f[:, _F["atol_needed"]].max())
@@ -663,12 +665,14 @@ def _scaled_products(pair: _Pair) -> tuple[float, float, float]:
     for a64, e64 in _finite_blocks(pair):
         peak_a = max(peak_a, float(np.abs(a64).max()))
         peak_e = max(peak_e, float(np.abs(e64).max()))
-    scale_a = math.ldexp(1.0, -math.frexp(peak_a)[1]) if peak_a else 1.0
-    scale_e = math.ldexp(1.0, -math.frexp(peak_e)[1]) if peak_e else 1.0
+    # Exponents, not factors: 2**-frexp(p) itself overflows when p is subnormal (a side of
+    # 1e-313 against one of 1e154), while ldexp scales each element exactly.
+    shift_a = -math.frexp(peak_a)[1] if peak_a else 0
+    shift_e = -math.frexp(peak_e)[1] if peak_e else 0
     dot = na = ne = 0.0
     for a64, e64 in _finite_blocks(pair):
-        a64 *= scale_a
-        e64 *= scale_e
+        a64 = np.ldexp(a64, shift_a)
+        e64 = np.ldexp(e64, shift_e)
         dot += float(np.dot(a64, e64))
         na += float(np.dot(a64, a64))
         ne += float(np.dot(e64, e64))
