@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -40,7 +41,10 @@ def pairs(draw, finite=False):
 
 
 settings.register_profile("paritygate", deadline=None, max_examples=150)
-settings.load_profile("paritygate")
+# CI (CI=true) replays a fixed sequence of examples so that a landing is never decided by a new
+# random draw; runs elsewhere keep exploring, and what they find becomes a pinned test.
+settings.register_profile("paritygate-ci", deadline=None, max_examples=150, derandomize=True)
+settings.load_profile("paritygate-ci" if os.environ.get("CI") else "paritygate")
 
 
 @st.composite
