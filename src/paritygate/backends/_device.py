@@ -31,7 +31,11 @@ __all__ = [
     "finish_plan",
     "compare_on_host",
     "ULP_INT_BITS",
+    "ML_DTYPES_NAMES",
 ]
+
+# Dtypes frameworks hold but numpy knows only through ml_dtypes (read back by name, not by numpy).
+ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 # Sums accumulate in float64 (or compensated float32); maxima are plain maxima; counts are exact.
 SUM_STATS = ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq")

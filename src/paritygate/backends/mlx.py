@@ -67,6 +67,7 @@ from typing import Any
 from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
+    ML_DTYPES_NAMES,
     STATS,
     ULP_INT_BITS,
     compare_on_host,
@@ -104,7 +105,6 @@ IN_FLIGHT = 2  # chunks scheduled at once: the host waits for the older before q
 PAIRWISE_BLOCK = 256
 TOPK_BLOCK = 1024  # worst-k: block maxima first, then the k best blocks' elements
 
-_ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 _ENV = "PARITYGATE_MLX_ACCUMULATE"
 
 
@@ -248,7 +248,7 @@ def _top_k(rank: Any, k: int) -> Any:
 def _candidate_values(x: Any) -> Any:
     """Candidate values in a dtype numpy reads exactly (small floats widen to float32)."""
     mx = _mx()
-    if x.dtype in (mx.bfloat16, mx.float16) or dtype_name(x.dtype) in _ML_DTYPES_NAMES:
+    if x.dtype in (mx.bfloat16, mx.float16) or dtype_name(x.dtype) in ML_DTYPES_NAMES:
         return x.astype(mx.float32)
     if x.dtype == mx.bool_:
         return x.astype(mx.uint8)

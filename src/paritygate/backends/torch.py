@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
+    ML_DTYPES_NAMES,
     COUNT_STATS,
     MAX_STATS,
     STATS,
@@ -52,7 +53,6 @@ name = "torch"
 CHUNK_CPU = 1 << 18  # 256 Ki elements: float64 temporaries of 2 MiB, cache-friendly on the host
 CHUNK_DEVICE = 1 << 22  # 4 Mi elements: ~15 float64 temporaries stay well under 1 GiB
 
-_ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | chunked | triton
 
 
@@ -88,7 +88,7 @@ def to_numpy(obj: Any) -> Any:
 
     t = obj.detach()
     name_ = dtype_name(t.dtype)
-    if name_ in _ML_DTYPES_NAMES:
+    if name_ in ML_DTYPES_NAMES:
         import ml_dtypes
 
         bits = torch.int16 if name_ == "bfloat16" else torch.uint8
@@ -143,7 +143,7 @@ class _Side:
             part = self.tensor[torch.unravel_index(idx, self.tensor.shape)]
             return part if part.device == self.device else part.to(self.device)
         part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
-        if self.dtype in _ML_DTYPES_NAMES:
+        if self.dtype in ML_DTYPES_NAMES:
             bits = "int16" if self.dtype == "bfloat16" else "uint8"
             view = torch.from_numpy(part.view(bits)).view(_torch_dtype(self.dtype))
         else:
