@@ -80,7 +80,9 @@ def torch_close(actual: np.ndarray, expected: np.ndarray) -> bool:
     import torch
 
     try:
-        torch.testing.assert_close(torch.from_numpy(actual), torch.from_numpy(expected), rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(
+            torch.from_numpy(actual), torch.from_numpy(expected), rtol=RTOL, atol=ATOL
+        )
     except AssertionError:
         return False
     return True
@@ -143,17 +145,23 @@ def main() -> None:
     parser.add_argument("--size-mi", type=int, default=64, help="elements per array, in Mi")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-torch", action="store_true")
-    parser.add_argument("--memory-child", nargs=2, metavar=("KERNEL", "CASE"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--memory-child", nargs=2, metavar=("KERNEL", "CASE"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child[0], args.size_mi, args.memory_child[1])
         return
 
     n = args.size_mi * 2**20
-    print(f"python {platform.python_version()}, numpy {np.__version__}, cores {os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"two float32 arrays of {args.size_mi} Mi elements ({n * 4 / 2**20:.0f} MiB each), "
-          f"atol={ATOL:g} rtol={RTOL:g}; best / median of {args.rounds} interleaved rounds")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, cores {os.cpu_count()}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"two float32 arrays of {args.size_mi} Mi elements ({n * 4 / 2**20:.0f} MiB each), "
+        f"atol={ATOL:g} rtol={RTOL:g}; best / median of {args.rounds} interleaved rounds"
+    )
     contestants = [
         ("one read (a.sum(); b.sum())", one_read, ()),
         ("paritygate, numba kernel", paritygate_report, ("numba",)),
@@ -180,29 +188,49 @@ def main() -> None:
         print(f"\ncase {case}:")
         best = {name: min(ts) for name, ts in times.items()}
         for name, ts in times.items():
-            verdict = "" if name.startswith("one read") else ("passed" if verdicts[name] else "failed")
-            print(f"  {name:32s} best {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s  {verdict}")
+            verdict = (
+                "" if name.startswith("one read") else ("passed" if verdicts[name] else "failed")
+            )
+            print(
+                f"  {name:32s} best {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s  {verdict}"
+            )
         read = best["one read (a.sum(); b.sum())"]
         for kernel in ("numba", "numpy"):
             ours = best[f"paritygate, {kernel} kernel"]
-            line = (f"  {kernel} kernel: {best['numpy.testing.assert_allclose'] / ours:6.1f}x faster than "
-                    f"assert_allclose, {ours / read:6.1f}x one read")
+            line = (
+                f"  {kernel} kernel: {best['numpy.testing.assert_allclose'] / ours:6.1f}x faster than "
+                f"assert_allclose, {ours / read:6.1f}x one read"
+            )
             if not args.skip_torch:
                 line += f", {best['torch.testing.assert_close'] / ours:5.1f}x faster than torch assert_close"
             print(line)
         summary[case] = best
         del actual, expected
 
-    print("\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / fail-dense):")
+    print(
+        "\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / fail-dense):"
+    )
     for kernel in ("numba", "numpy"):
         for case in ("fail-sparse", "fail-dense"):
             out = subprocess.run(
-                [sys.executable, __file__, "--size-mi", str(args.size_mi), "--memory-child", kernel, case],
-                capture_output=True, text=True, check=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--size-mi",
+                    str(args.size_mi),
+                    "--memory-child",
+                    kernel,
+                    case,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             data = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"  {kernel:5s} {case:11s}: tracemalloc peak {data['tracemalloc_peak_mib']:6.1f} MiB, "
-                  f"peak RSS growth {data['rss_peak_growth_mib']:6.1f} MiB")
+            print(
+                f"  {kernel:5s} {case:11s}: tracemalloc peak {data['tracemalloc_peak_mib']:6.1f} MiB, "
+                f"peak RSS growth {data['rss_peak_growth_mib']:6.1f} MiB"
+            )
 
 
 if __name__ == "__main__":

@@ -82,8 +82,12 @@ def bench_torch(reps: int, tune: bool) -> dict:
         except AssertionError:
             pass
 
-    out["assert_close_pass_ms"], out["assert_close_pass_extra_bytes"] = timed(assert_close_pass, warm=1)
-    out["assert_close_fail_ms"], out["assert_close_fail_extra_bytes"] = timed(assert_close_fail, warm=1)
+    out["assert_close_pass_ms"], out["assert_close_pass_extra_bytes"] = timed(
+        assert_close_pass, warm=1
+    )
+    out["assert_close_fail_ms"], out["assert_close_fail_extra_bytes"] = timed(
+        assert_close_fail, warm=1
+    )
 
     tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
     if tune:
@@ -91,8 +95,14 @@ def bench_torch(reps: int, tune: bool) -> dict:
         from paritygate.backends import _triton
 
         os.environ["PARITYGATE_TORCH_KERNEL"] = "triton"
-        configs = [(1 << 14, 1 << 10, 8), (1 << 14, 1 << 10, 4), (1 << 14, 1 << 9, 4), (1 << 16, 1 << 10, 8),
-                   (1 << 15, 1 << 11, 8), (1 << 13, 1 << 10, 4)]
+        configs = [
+            (1 << 14, 1 << 10, 8),
+            (1 << 14, 1 << 10, 4),
+            (1 << 14, 1 << 9, 4),
+            (1 << 16, 1 << 10, 8),
+            (1 << 15, 1 << 11, 8),
+            (1 << 13, 1 << 10, 4),
+        ]
         timings = {}
         for block, tile, warps in configs:
             _triton.BLOCK, _triton.TILE, _triton.NUM_WARPS = block, tile, warps
@@ -132,7 +142,9 @@ def bench_torch(reps: int, tune: bool) -> dict:
             out[key + "_ms"] = ms
             out[key + "_extra_bytes"] = extra
             out[key + "_max_elements_to_host"] = max(moved) if moved else 0
-            out[key + "_calls_to_host_per_run"] = len(moved) / (k_reps + (2 if kernel == "triton" else 1))
+            out[key + "_calls_to_host_per_run"] = len(moved) / (
+                k_reps + (2 if kernel == "triton" else 1)
+            )
             results[key] = r
         os.environ.pop("PARITYGATE_TORCH_KERNEL")
     if "paritygate_triton_fail" not in results or "paritygate_chunked_fail" not in results:
@@ -182,11 +194,15 @@ def bench_mlx(reps: int, size: tuple | None = None) -> dict:
             times.append(time.perf_counter() - t0)
         return statistics.median(times) * 1e3, mx.get_peak_memory() - before
 
-    out["read_ms"], _ = timed(lambda: mx.eval(x.astype(mx.float32).sum(), y.astype(mx.float32).sum()))
+    out["read_ms"], _ = timed(
+        lambda: mx.eval(x.astype(mx.float32).sum(), y.astype(mx.float32).sum())
+    )
     tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
     for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
         holder = {}
-        ms, extra = timed(lambda a=a, e=e: holder.update(r=mlx_backend.compare_arrays(a, e, tol, "x")), warm=1)
+        ms, extra = timed(
+            lambda a=a, e=e: holder.update(r=mlx_backend.compare_arrays(a, e, tol, "x")), warm=1
+        )
         out[f"paritygate_{case}_ms"] = ms
         out[f"paritygate_{case}_extra_bytes"] = extra
         out[f"paritygate_{case}_mismatches"] = holder["r"].mismatches
@@ -198,7 +214,9 @@ def bench_mlx(reps: int, size: tuple | None = None) -> dict:
 
     rows = slice(0, 1024)
     got = mlx_backend.compare_arrays(y[rows], x[rows], tol, "x")
-    ref = host.compare_arrays(mlx_backend.to_numpy(y[rows]), mlx_backend.to_numpy(x[rows]), tol, "x")
+    ref = host.compare_arrays(
+        mlx_backend.to_numpy(y[rows]), mlx_backend.to_numpy(x[rows]), tol, "x"
+    )
     out["host_check_elements"] = got.size
     for key in ("mismatches", "max_abs", "ulp_max", "ulp_nonzero", "ulp_over"):
         out[f"host_check_{key}"] = f"{getattr(got, key)} vs host {getattr(ref, key)}"
@@ -218,11 +236,15 @@ def bench_mlx(reps: int, size: tuple | None = None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("framework", choices=("torch", "mlx"))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--tune", action="store_true", help="time launch shapes of the fused kernel first")
+    parser.add_argument(
+        "--tune", action="store_true", help="time launch shapes of the fused kernel first"
+    )
     args = parser.parse_args()
     out = bench_torch(args.reps, args.tune) if args.framework == "torch" else bench_mlx(args.reps)
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

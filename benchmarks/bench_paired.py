@@ -25,7 +25,10 @@ from paritygate.results import Tolerance
 
 def numpy_model(width: int, depth: int, batch: int):
     rng = np.random.default_rng(0)
-    weights = [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32) for _ in range(depth)]
+    weights = [
+        (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        for _ in range(depth)
+    ]
     x = rng.standard_normal((batch, width)).astype(np.float32)
 
     def run():
@@ -41,7 +44,10 @@ def mlx_model(width: int, depth: int, batch: int):
     import mlx.core as mx
 
     rng = np.random.default_rng(0)
-    weights = [mx.array((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)) for _ in range(depth)]
+    weights = [
+        mx.array((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32))
+        for _ in range(depth)
+    ]
     x = mx.array(rng.standard_normal((batch, width)).astype(np.float32))
 
     def run():  # lazy: the graph is evaluated by the oracle, inside the timed run
@@ -78,7 +84,9 @@ def measure(name: str, run, repeats: int, tolerance: Tolerance | None = None) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="paired calls per model (median reported)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="paired calls per model (median reported)"
+    )
     args = parser.parse_args()
     cases = [
         ("numpy 512x512 x16, out 128x512", numpy_model(512, 16, 128)),
@@ -101,7 +109,9 @@ def main() -> None:
     for name, run in cases:
         rows.append(measure(name, run, args.repeats))
         rows.append(measure(name, run, args.repeats, Tolerance(atol=1e-6, min_cosine=0.999)))
-    print(f"{'model':<44} {'check':<6} {'run ms':>8} {'compare ms':>11} {'median':>8} {'best':>7}  runs")
+    print(
+        f"{'model':<44} {'check':<6} {'run ms':>8} {'compare ms':>11} {'median':>8} {'best':>7}  runs"
+    )
     for r in rows:
         print(
             f"{r['model']:<44} {r['mode']:<6} {r['run_ms']:8.1f} {r['compare_ms']:11.2f} "

@@ -17,6 +17,7 @@ import numpy as np
 
 from paritygate.results import Tolerance
 
+
 def np_dtype(name: str):
     return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
 
@@ -59,7 +60,9 @@ def check(result, ref, *, rel: float = 1e-9, cosine_abs: float = 1e-12) -> None:
             assert math.isclose(x, y, **kw), f"{what}: {x} vs host {y}"
 
     for key in EXACT_FIELDS:
-        assert getattr(result, key) == getattr(ref, key), f"{key}: {getattr(result, key)} vs host {getattr(ref, key)}"
+        assert getattr(result, key) == getattr(ref, key), (
+            f"{key}: {getattr(result, key)} vs host {getattr(ref, key)}"
+        )
     for key in FLOAT_FIELDS:
         close(getattr(result, key), getattr(ref, key), key, rel_tol=rel, abs_tol=1e-300)
     close(result.cosine, ref.cosine, "cosine", rel_tol=0, abs_tol=cosine_abs)
@@ -72,7 +75,9 @@ def check(result, ref, *, rel: float = 1e-9, cosine_abs: float = 1e-12) -> None:
         if excesses.count(want.excess) == 1:
             assert got.index == want.index, (got, want)
             assert got.actual == want.actual or (math.isnan(got.actual) and math.isnan(want.actual))
-            assert type(got.actual) is type(want.actual) and type(got.expected) is type(want.expected)
+            assert type(got.actual) is type(want.actual) and type(got.expected) is type(
+                want.expected
+            )
 
 
 def cases(seed: int = 0) -> list[tuple[str, np.ndarray, np.ndarray, Tolerance]]:
@@ -120,7 +125,14 @@ def cases(seed: int = 0) -> list[tuple[str, np.ndarray, np.ndarray, Tolerance]]:
     m2.flat[[3, 4000]] = ~m2.flat[[3, 4000]]
     out.append(("bool", m, m2, Tolerance()))
     out.append(("bool-equal", m, m.copy(), Tolerance()))
-    out.append(("int32-vs-float32", rng.integers(-50, 50, size=shape).astype(np.int32), base, Tolerance(atol=100)))
+    out.append(
+        (
+            "int32-vs-float32",
+            rng.integers(-50, 50, size=shape).astype(np.int32),
+            base,
+            Tolerance(atol=100),
+        )
+    )
     return out
 
 

@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BOX_PORT = EXAMPLES / "box_port"
 
 # A tiny dense model: the float64 reference and independent float32 / MLX candidates.
-TINY_MODEL = '''
+TINY_MODEL = """
 import numpy as np
 
 W = np.random.default_rng(0).standard_normal((8, 4))
@@ -51,7 +51,7 @@ def candidate_mlx(case):
     x = mx.array(case.load()["x"].astype(np.float32))
     logits = x @ mx.array(W.astype(np.float32))
     return {"y": mx.tanh(logits), "logits": logits}
-'''
+"""
 
 SUBPROCESS_MODEL = '''
 """A command-line candidate speaking the subprocess protocol: case path in, npz out."""
@@ -113,8 +113,14 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_project(root: Path, spec: str = TINY_SPEC, *, modules: dict[str, str] | None = None,
-                 cases: dict[str, dict[str, np.ndarray]] | None = None, name: str = "parity.toml") -> Path:
+def make_project(
+    root: Path,
+    spec: str = TINY_SPEC,
+    *,
+    modules: dict[str, str] | None = None,
+    cases: dict[str, dict[str, np.ndarray]] | None = None,
+    name: str = "parity.toml",
+) -> Path:
     """Write cases (npz), modules and a spec whose ``{sha:CASE}`` markers become the pins."""
     root.mkdir(parents=True, exist_ok=True)
     if modules is None:
@@ -138,7 +144,11 @@ def make_project(root: Path, spec: str = TINY_SPEC, *, modules: dict[str, str] |
 def copy_box_port(root: Path) -> Path:
     """A fresh copy of the box-port example (without recorded references or reports)."""
     target = root / "box_port"
-    shutil.copytree(BOX_PORT, target, ignore=shutil.ignore_patterns("references", "parity-reports", "__pycache__", ".*"))
+    shutil.copytree(
+        BOX_PORT,
+        target,
+        ignore=shutil.ignore_patterns("references", "parity-reports", "__pycache__", ".*"),
+    )
     return target
 
 
@@ -147,7 +157,11 @@ def plant_scale_bug(project: Path) -> None:
     align-corners convention ((n - 1) / (m - 1)) instead of n / m; right and bottom edges drift."""
     path = project / "port_detector.py"
     source = path.read_text()
-    buggy = source.replace("scale_x = width / MODEL_WIDTH", "scale_x = (width - 1) / (MODEL_WIDTH - 1)")
-    buggy = buggy.replace("scale_y = height / MODEL_HEIGHT", "scale_y = (height - 1) / (MODEL_HEIGHT - 1)")
+    buggy = source.replace(
+        "scale_x = width / MODEL_WIDTH", "scale_x = (width - 1) / (MODEL_WIDTH - 1)"
+    )
+    buggy = buggy.replace(
+        "scale_y = height / MODEL_HEIGHT", "scale_y = (height - 1) / (MODEL_HEIGHT - 1)"
+    )
     assert buggy != source
     path.write_text(buggy)

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from backend_reference import cases, check, reference, run_isolated
+
 from paritygate.backends import get_backend
 from paritygate.backends import jax as jax_backend
 from paritygate.errors import InputError
@@ -39,7 +39,10 @@ def test_agrees_with_reference(case):
 def test_agrees_with_reference_in_x64(case):
     name, a, e, tol = case
     with jax.enable_x64(True):
-        check(jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name), reference(a, e, tol))
+        check(
+            jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name),
+            reference(a, e, tol),
+        )
 
 
 @pytest.mark.parametrize("case", CASES[:8:3] + CASES[-6:], ids=lambda c: c[0])
@@ -63,7 +66,10 @@ def test_many_chunks_worst_across_chunks(monkeypatch):
     with jax.enable_x64(True):
         for name, a, e, tol in CASES:
             if name in ("float32-planted", "nonfinite", "uint8", "bool"):
-                check(jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name), reference(a, e, tol))
+                check(
+                    jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name),
+                    reference(a, e, tol),
+                )
 
 
 def test_pass_and_fail_with_the_right_failures():
@@ -81,7 +87,10 @@ def test_pass_and_fail_with_the_right_failures():
     assert result.worst[0].index == (60, 1) and result.worst[0].excess == math.inf
     assert result.worst[1].index == (3, 5)
     u = jax_backend.compare_arrays(
-        jnp.asarray([0, 7], dtype=jnp.uint8), jnp.asarray([255, 7], dtype=jnp.uint8), Tolerance(atol=254), "u"
+        jnp.asarray([0, 7], dtype=jnp.uint8),
+        jnp.asarray([255, 7], dtype=jnp.uint8),
+        Tolerance(atol=254),
+        "u",
     )
     assert not u.passed and u.max_abs == 255 and u.mismatches == 1
 

@@ -14,8 +14,8 @@ import math
 import mlx.core as mx
 import numpy as np
 import pytest
-
 from backend_reference import cases, check, reference, run_isolated
+
 from paritygate.backends import get_backend
 from paritygate.backends import mlx as mlx_backend
 from paritygate.errors import InputError
@@ -97,7 +97,9 @@ def test_many_chunks_worst_across_chunks(monkeypatch, accumulate):
     monkeypatch.setattr(mlx_backend, "CHUNK_FLOAT32", 1000)
     for name, a, e, tol in CASES:
         if name in ("float32-planted", "nonfinite", "uint8", "bool", "int64-off-by-one"):
-            check_mode(mlx_backend.compare_arrays(to_mlx(a), to_mlx(e), tol, name), a, e, tol, accumulate)
+            check_mode(
+                mlx_backend.compare_arrays(to_mlx(a), to_mlx(e), tol, name), a, e, tol, accumulate
+            )
 
 
 def test_worst_k_through_block_maxima(monkeypatch, accumulate):
@@ -112,7 +114,9 @@ def test_worst_k_through_block_maxima(monkeypatch, accumulate):
     e[hits] += rng.uniform(0.1, 5, 60).astype(np.float32)
     e[hits[:12] // 64 * 64] += 10  # several large ones in one block
     tol = Tolerance(atol=1e-3, worst_k=10)
-    check_mode(mlx_backend.compare_arrays(mx.array(a), mx.array(e), tol, "w"), a, e, tol, accumulate)
+    check_mode(
+        mlx_backend.compare_arrays(mx.array(a), mx.array(e), tol, "w"), a, e, tol, accumulate
+    )
 
 
 def test_exact_ulps_integers_and_largest_difference(accumulate):
@@ -150,10 +154,14 @@ def test_float32_accumulation_sends_float64_to_the_host(monkeypatch):
     monkeypatch.setattr(mlx_backend, "ACCUMULATE", "float32")
     a = np.linspace(0, 1, 1000)
     e = a + 1e-12
-    result = mlx_backend.compare_arrays(mx.array(a, dtype=mx.float64), e, Tolerance(atol=1e-13), "d")
+    result = mlx_backend.compare_arrays(
+        mx.array(a, dtype=mx.float64), e, Tolerance(atol=1e-13), "d"
+    )
     assert HOST_NOTE in result.promotion and result.mismatches > 900 and not result.passed
     assert math.isclose(result.max_abs, 1e-12, rel_tol=1e-3)  # float64 precision, not float32's
-    ints = mlx_backend.compare_arrays(mx.array([2**24 + 1], dtype=mx.int32), np.array([2**24], dtype=np.float32), Tolerance(), "m")
+    ints = mlx_backend.compare_arrays(
+        mx.array([2**24 + 1], dtype=mx.int32), np.array([2**24], dtype=np.float32), Tolerance(), "m"
+    )
     assert HOST_NOTE in ints.promotion and ints.mismatches == 1 and ints.max_abs == 1
 
 
@@ -161,11 +169,15 @@ def test_accumulation_mode_from_the_environment(monkeypatch, on_cpu):
     monkeypatch.setattr(mlx_backend, "ACCUMULATE", None)
     monkeypatch.setenv("PARITYGATE_MLX_ACCUMULATE", "float32")
     assert not mlx_backend.accumulates_in_float64()
-    d = mlx_backend.compare_arrays(mx.array([1.0], dtype=mx.float64), mx.array([1.0], dtype=mx.float64), Tolerance(), "d")
+    d = mlx_backend.compare_arrays(
+        mx.array([1.0], dtype=mx.float64), mx.array([1.0], dtype=mx.float64), Tolerance(), "d"
+    )
     assert HOST_NOTE in d.promotion
     monkeypatch.setenv("PARITYGATE_MLX_ACCUMULATE", "auto")
     assert mlx_backend.accumulates_in_float64(mx.cpu)
-    d = mlx_backend.compare_arrays(mx.array([1.0], dtype=mx.float64), mx.array([1.0], dtype=mx.float64), Tolerance(), "d")
+    d = mlx_backend.compare_arrays(
+        mx.array([1.0], dtype=mx.float64), mx.array([1.0], dtype=mx.float64), Tolerance(), "d"
+    )
     assert d.promotion is None and d.backend == "mlx"
     monkeypatch.setenv("PARITYGATE_MLX_ACCUMULATE", "float16")
     with pytest.raises(InputError, match="PARITYGATE_MLX_ACCUMULATE.*float16"):
@@ -192,7 +204,10 @@ def test_pass_and_fail_with_the_right_failures(accumulate):
     assert result.worst[0].index == (60, 1) and result.worst[0].excess == math.inf
     assert result.worst[1].index == (3, 5)
     u = mlx_backend.compare_arrays(
-        mx.array([0, 7], dtype=mx.uint8), mx.array([255, 7], dtype=mx.uint8), Tolerance(atol=254), "u"
+        mx.array([0, 7], dtype=mx.uint8),
+        mx.array([255, 7], dtype=mx.uint8),
+        Tolerance(atol=254),
+        "u",
     )
     assert not u.passed and u.max_abs == 255 and u.mismatches == 1
 
@@ -263,8 +278,12 @@ def test_float32_accumulation_bound(on_cpu):
     mx.eval(x, y)
     p = plan((n,), (n,), "float32", "float32", "x")
     tol = Tolerance()
-    host, _ = mlx_backend._reduce(mlx_backend._Side(x), mlx_backend._Side(y), p, tol, acc_float64=False)
-    exact, _ = mlx_backend._reduce(mlx_backend._Side(x), mlx_backend._Side(y), p, tol, acc_float64=True)
+    host, _ = mlx_backend._reduce(
+        mlx_backend._Side(x), mlx_backend._Side(y), p, tol, acc_float64=False
+    )
+    exact, _ = mlx_backend._reduce(
+        mlx_backend._Side(x), mlx_backend._Side(y), p, tol, acc_float64=True
+    )
     assert host[STATS.index("max_abs")] == exact[STATS.index("max_abs")]  # exact in both
     for key in ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq"):
         i = STATS.index(key)

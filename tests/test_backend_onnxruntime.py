@@ -8,11 +8,10 @@ import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 from backend_reference import cases, check, reference, run_isolated
+
 from paritygate.backends import get_backend
 from paritygate.backends import onnxruntime as ort_backend
-from paritygate.results import Tolerance
 
 CASES = cases()
 
@@ -58,10 +57,15 @@ def test_session_outputs_as_ort_values_pass_and_fail():
         "sr": np.array(16000, dtype=np.int64),
     }
     as_numpy = session.run(None, feeds)
-    as_values = session.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()})
+    as_values = session.run_with_ort_values(
+        None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
+    )
     from paritygate import compare
 
-    same = compare({"output": as_values[0], "stateN": as_values[1]}, {"output": as_numpy[0], "stateN": as_numpy[1]})
+    same = compare(
+        {"output": as_values[0], "stateN": as_values[1]},
+        {"output": as_numpy[0], "stateN": as_numpy[1]},
+    )
     assert same.passed and same["output"].backend.startswith("onnxruntime")
     shifted = as_numpy[1].copy()
     shifted[0, 0, 5] += 0.25

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from backend_reference import cases, check, reference, run_isolated
+
 from paritygate.backends import get_backend
 from paritygate.backends import torch as torch_backend
 from paritygate.errors import InputError
@@ -55,7 +55,10 @@ def test_many_chunks_worst_across_chunks(monkeypatch):
     monkeypatch.setattr(torch_backend, "CHUNK_CPU", 1000)  # 38 chunks, a short last one
     for name, a, e, tol in CASES:
         if name in ("float32-planted", "nonfinite", "uint8", "bool"):
-            check(torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, name), reference(a, e, tol))
+            check(
+                torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, name),
+                reference(a, e, tol),
+            )
 
 
 def test_non_contiguous_tensors():
@@ -68,7 +71,9 @@ def test_non_contiguous_tensors():
 def test_pass_and_fail_with_the_right_failures():
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.standard_normal((64, 64)).astype(np.float32))
-    same = torch_backend.compare_arrays(x, x.clone(), Tolerance(max_ulp=0, min_cosine=1 - 1e-12), "y")
+    same = torch_backend.compare_arrays(
+        x, x.clone(), Tolerance(max_ulp=0, min_cosine=1 - 1e-12), "y"
+    )
     assert same.passed and same.mismatches == 0 and same.ulp_max == 0 and same.max_abs == 0
     assert same.cosine == pytest.approx(1.0, abs=1e-15)
     assert not same.failures and same.worst == []  # equal elements never enter the worst list
@@ -86,7 +91,10 @@ def test_pass_and_fail_with_the_right_failures():
 
     # uint8 never wraps: 0 vs 255 is 255 apart
     u = torch_backend.compare_arrays(
-        torch.tensor([0, 7], dtype=torch.uint8), torch.tensor([255, 7], dtype=torch.uint8), Tolerance(atol=254), "u"
+        torch.tensor([0, 7], dtype=torch.uint8),
+        torch.tensor([255, 7], dtype=torch.uint8),
+        Tolerance(atol=254),
+        "u",
     )
     assert not u.passed and u.max_abs == 255 and u.mismatches == 1 and u.atol_needed == 255
 
@@ -98,7 +106,9 @@ def test_empty_and_bad_input():
     with pytest.raises(InputError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
         torch_backend.compare_arrays(torch.zeros((2, 3)), torch.zeros((3, 2)), Tolerance(), "o")
     with pytest.raises(InputError, match="complex"):
-        torch_backend.compare_arrays(torch.zeros(2, dtype=torch.complex64), torch.zeros(2), Tolerance(), "c")
+        torch_backend.compare_arrays(
+            torch.zeros(2, dtype=torch.complex64), torch.zeros(2), Tolerance(), "c"
+        )
 
 
 def test_registry_and_describe():
@@ -119,7 +129,9 @@ def test_cosine_of_x_with_itself_is_one_within_1e_12():
     y = x[: 1 << 20] + 1.0
     small = torch_backend.compare_arrays(x[: 1 << 20], y, Tolerance(), "x")
     xs, ys = x[: 1 << 20].double().numpy(), y.double().numpy()
-    assert small.cosine == pytest.approx(float(xs @ ys) / math.sqrt(float(xs @ xs) * float(ys @ ys)), abs=1e-14)
+    assert small.cosine == pytest.approx(
+        float(xs @ ys) / math.sqrt(float(xs @ xs) * float(ys @ ys)), abs=1e-14
+    )
 
 
 LIMIT = 256  # the statistics vector and 3 x worst_k candidates, far below one chunk
@@ -244,7 +256,9 @@ def test_complex_tensors_compared_as_pairs_like_the_host():
     e[3, 4] += 0.5j
     tol = Tolerance(atol=1e-3, max_ulp=2)
     for expected in (e, e.astype(np.complex128)):
-        result = torch_backend.compare_arrays(torch.from_numpy(a), torch.from_numpy(expected), tol, "c")
+        result = torch_backend.compare_arrays(
+            torch.from_numpy(a), torch.from_numpy(expected), tol, "c"
+        )
         check(result, reference(a, expected, tol))
         assert result.backend == "torch" and result.worst[0].index == (3, 4, 1)
     assert torch_backend.compare_arrays(torch.from_numpy(a), a.copy(), tol, "c").passed

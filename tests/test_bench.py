@@ -31,7 +31,9 @@ def _sleeper(seconds: float, value: float = 1.0):
 
 
 def test_real_speedup_counts_and_stage_fractions_come_from_the_same_iterations():
-    result = run_bench(_sleeper(0.006), _sleeper(0.002), workload="sleep", blocks=6, block_size=4, warmup=1)
+    result = run_bench(
+        _sleeper(0.006), _sleeper(0.002), workload="sleep", blocks=6, block_size=4, warmup=1
+    )
     assert result.improvement_counts, result.verdict
     assert result.speedup > 1.8
     assert "faster" in result.verdict
@@ -42,7 +44,9 @@ def test_real_speedup_counts_and_stage_fractions_come_from_the_same_iterations()
 
 
 def test_identical_sides_do_not_count_as_an_improvement():
-    result = run_bench(_sleeper(0.002), _sleeper(0.002), workload="same", blocks=6, block_size=4, warmup=1)
+    result = run_bench(
+        _sleeper(0.002), _sleeper(0.002), workload="same", blocks=6, block_size=4, warmup=1
+    )
     assert not result.improvement_counts
     assert "faster" not in result.verdict
 
@@ -78,7 +82,11 @@ def test_changed_output_is_not_a_speedup():
 
 
 def test_percentiles_need_enough_samples():
-    assert min_samples_for(0.5) == 20 and min_samples_for(0.95) == 200 and min_samples_for(0.99) == 1000
+    assert (
+        min_samples_for(0.5) == 20
+        and min_samples_for(0.95) == 200
+        and min_samples_for(0.99) == 1000
+    )
     with pytest.raises(InputError, match="p95 needs at least 200 samples, got 50"):
         percentile([1.0] * 50, 0.95)
     assert percentile(list(range(201)), 0.95) == pytest.approx(190.0)
@@ -103,7 +111,9 @@ def test_input_fingerprint_hashes_actual_tensors():
 
 
 def test_runs_with_differing_checked_provenance_refuse_to_mix(tmp_path):
-    check_comparable({"source_revision": "abc", "device": "cpu"}, {"source_revision": "abc", "device": "cpu"})
+    check_comparable(
+        {"source_revision": "abc", "device": "cpu"}, {"source_revision": "abc", "device": "cpu"}
+    )
     with pytest.raises(UserError, match="source_revision: 'abc' vs 'def'"):
         check_comparable({"source_revision": "abc"}, {"source_revision": "def"})
 
@@ -111,8 +121,15 @@ def test_runs_with_differing_checked_provenance_refuse_to_mix(tmp_path):
 def test_cli_bench_compare_refuses_mixed_revisions(tmp_path):
     from paritygate.cli import main
 
-    result = run_bench(_sleeper(0.0), _sleeper(0.0), workload="w", blocks=2, block_size=1, warmup=0,
-                       provenance={"source_revision": "abc"})
+    result = run_bench(
+        _sleeper(0.0),
+        _sleeper(0.0),
+        workload="w",
+        blocks=2,
+        block_size=1,
+        warmup=0,
+        provenance={"source_revision": "abc"},
+    )
     first = tmp_path / "a.json"
     first.write_text(json.dumps(result.to_dict()))
     data = result.to_dict()

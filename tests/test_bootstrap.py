@@ -44,16 +44,20 @@ REQUIRED = [
     RequiredLine("detector.py", "crop = size  # no off-by-one crop"),
     RequiredLine("detector.py", "scale = 1.0  # same filter as the reference"),
 ]
-BUILD = f'"{sys.executable}" -c "import detector; open(\'built.txt\', \'w\').write(str(detector.edge(10)))"'
+BUILD = f"\"{sys.executable}\" -c \"import detector; open('built.txt', 'w').write(str(detector.edge(10)))\""
 
 
 def _git(cwd: Path, *args: str, strip: bool = True) -> str:
     env = dict(
         os.environ,
-        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
-        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
     )
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
     return done.stdout.strip() if strip else done.stdout
 
 
@@ -91,8 +95,13 @@ def upstream(tmp_path):
 
 def _config(up, **overrides) -> BootstrapConfig:
     values = dict(
-        upstream=str(up["repo"]), commit=up["sha"], patch=up["complete"], require=REQUIRED,
-        build=BUILD, gate=None, workdir=up["tmp"] / "work",
+        upstream=str(up["repo"]),
+        commit=up["sha"],
+        patch=up["complete"],
+        require=REQUIRED,
+        build=BUILD,
+        gate=None,
+        workdir=up["tmp"] / "work",
     )
     values.update(overrides)
     return BootstrapConfig(**values)
@@ -134,7 +143,10 @@ def test_incomplete_patch_fails_at_required_lines(upstream):
         bootstrap(_config(upstream, patch=upstream["incomplete"]))
     message = str(info.value)
     assert info.value.exit_code == 13
-    assert "detector.py: missing required line 'scale = 1.0  # same filter as the reference'" in message
+    assert (
+        "detector.py: missing required line 'scale = 1.0  # same filter as the reference'"
+        in message
+    )
     assert "no off-by-one crop" not in message  # the line that is present is not reported
     assert not (upstream["tmp"] / "work" / "built.txt").exists()  # the build never ran
 
@@ -161,7 +173,9 @@ def test_own_earlier_clone_is_cloned_again_not_reused(upstream):
 
 
 def test_unknown_commit_fails_at_checkout(upstream):
-    with pytest.raises(CheckoutError, match="commit 0123456789abcdef0123456789abcdef01234567 does not exist") as info:
+    with pytest.raises(
+        CheckoutError, match="commit 0123456789abcdef0123456789abcdef01234567 does not exist"
+    ) as info:
         bootstrap(_config(upstream, commit="0123456789abcdef0123456789abcdef01234567"))
     assert info.value.exit_code == 11
 
@@ -236,8 +250,20 @@ def test_cli_exit_codes_per_step(upstream, capsys):
     # the CLI prints the error on one line (whitespace runs collapsed)
     assert "detector.py: missing required line 'scale = 1.0 # same filter as the reference'" in err
     # a failing build: 14
-    assert main(["bootstrap", "--gate", str(spec), "--patch", str(upstream["complete"]),
-                 "--build", "exit 7"]) == 14
+    assert (
+        main(
+            [
+                "bootstrap",
+                "--gate",
+                str(spec),
+                "--patch",
+                str(upstream["complete"]),
+                "--build",
+                "exit 7",
+            ]
+        )
+        == 14
+    )
     assert "failed with exit 7" in capsys.readouterr().err
     # bad commit: 11
     assert main(["bootstrap", "--gate", str(spec), "--commit", "deadbeef"]) == 11
@@ -250,7 +276,8 @@ def test_spec_loader_accepts_the_bootstrap_table(upstream):
 
     spec = _spec_with_table(upstream)
     spec.write_text(
-        'format_version = 1\noutputs = ["y"]\n\n[cases.a]\npath = "a.bin"\nsha256 = "' + "0" * 64
+        'format_version = 1\noutputs = ["y"]\n\n[cases.a]\npath = "a.bin"\nsha256 = "'
+        + "0" * 64
         + '"\n\n[runners.ref]\nrole = "reference"\ncallable = "m:f"\n\n[runners.port]\n'
         'role = "candidate"\ncallable = "m:g"\n\n[claims.y]\noutputs = ["y"]\nmetric = "max_abs"\n'
         'bound = 0\noracle = "equivalence"\nstatus = "provisional"\n\n' + spec.read_text()
@@ -268,8 +295,10 @@ def forward(x):
     y = y + 0.5  # bias from the old preprocessing
     return y
 """
-PORT_FIX = UPSTREAM_PORT.replace("    y = y + 0.5  # bias from the old preprocessing\n",
-                                 "    y = y + 0.0  # preprocessing matches the reference\n")
+PORT_FIX = UPSTREAM_PORT.replace(
+    "    y = y + 0.5  # bias from the old preprocessing\n",
+    "    y = y + 0.0  # preprocessing matches the reference\n",
+)
 
 PROJECT_SPEC = """\
 format_version = 1
@@ -346,9 +375,20 @@ def test_end_to_end_with_the_real_gate(tmp_path, monkeypatch, capsys):
     repo, sha, patch, project = _port_project(tmp_path)
     monkeypatch.syspath_prepend(str(project))
     record(load_spec(project / "parity.toml"))
-    build = 'mkdir -p build && cp port.py build/port.py'
-    args = ["bootstrap", "--gate", str(project / "parity.toml"), "--upstream", str(repo),
-            "--commit", sha, "--build", build, "--workdir", str(tmp_path / "work")]
+    build = "mkdir -p build && cp port.py build/port.py"
+    args = [
+        "bootstrap",
+        "--gate",
+        str(project / "parity.toml"),
+        "--upstream",
+        str(repo),
+        "--commit",
+        sha,
+        "--build",
+        build,
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
     fix_line = "port.py:y = y + 0.0  # preprocessing matches the reference"
     # the complete patch: every step passes and the gate holds
     assert main([*args, "--patch", str(patch), "--require", fix_line]) == 0

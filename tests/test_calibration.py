@@ -52,8 +52,14 @@ def test_bound_is_proposed_past_the_noise_and_catches_a_model_level_mutation():
     assert result and not result.refused and result.proposal == "tolerance"
     dist = result.claim_metric
     expected_noise = [
-        float(np.max(np.abs(model(inputs(c), np.float32)["hidden"].astype(np.float64)
-                            - model(inputs(c), np.float64)["hidden"].astype(np.float64))))
+        float(
+            np.max(
+                np.abs(
+                    model(inputs(c), np.float32)["hidden"].astype(np.float64)
+                    - model(inputs(c), np.float64)["hidden"].astype(np.float64)
+                )
+            )
+        )
         for c in range(16)
     ]
     assert dist.noise == pytest.approx(expected_noise)
@@ -80,12 +86,16 @@ def test_every_metric_keeps_its_raw_distribution_in_json():
     assert data["basis"]["hardware"] and data["basis"]["date"]
     assert data["format"] == "paritygate-calibration"
     assert data["calibration"]["noise"] == data["by_metric"]["max_abs"]["noise"]
-    assert data["calibration"]["zeroed block"] == data["by_metric"]["max_abs"]["bugs"]["zeroed block"]
+    assert (
+        data["calibration"]["zeroed block"] == data["by_metric"]["max_abs"]["bugs"]["zeroed block"]
+    )
     assert data["bound"] == result.proposed_bound
 
 
 def test_higher_is_better_metric_proposes_a_floor_below_the_noise():
-    result = calibrate(twin, 16, metric="cosine", outputs=["hidden"], mutations=[shift(-1), spike(0.5)])
+    result = calibrate(
+        twin, 16, metric="cosine", outputs=["hidden"], mutations=[shift(-1), spike(0.5)]
+    )
     dist = result.claim_metric
     assert result.proposal == "tolerance"
     assert dist.smallest_bug < result.proposed_bound <= dist.largest_noise
@@ -97,7 +107,12 @@ def test_exactly_zero_noise_proposes_an_exact_claim():
     paired_result = calibrate(same, 16)
     assert paired_result.noise_exactly_zero and paired_result.proposal == "exact"
     assert paired_result.proposed_bound == 0
-    assert paired_result.exact_claim() == {"metric": "exact", "bound": 0, "mode": "paired", "kind": "no-op"}
+    assert paired_result.exact_claim() == {
+        "metric": "exact",
+        "bound": 0,
+        "mode": "paired",
+        "kind": "no-op",
+    }
     assert "noise is exactly zero over 16 cases" in paired_result.reason
     stored = calibrate(same, 16, mode="stored")
     assert stored.exact_claim()["kind"] == "exact-equivalence"
@@ -158,7 +173,11 @@ def test_margin_is_applied_only_when_named_and_said():
     widened = calibrate(twin, 16, outputs=["hidden"], margin_for={"other machine": 3})
     assert widened.margins == {"other machine": 3.0}
     assert widened.bound_before_margin == plain.claim_metric.largest_noise
-    assert 3 * plain.claim_metric.largest_noise <= widened.proposed_bound <= 3.3 * plain.claim_metric.largest_noise
+    assert (
+        3 * plain.claim_metric.largest_noise
+        <= widened.proposed_bound
+        <= 3.3 * plain.claim_metric.largest_noise
+    )
     assert "margin: other machine x3" in widened.summary()
     eaten = calibrate(twin, 16, outputs=["hidden"], margin_for={"another library": 1e5})
     assert eaten.refused and "with the margin for another library x100000" in eaten.reason
@@ -212,7 +231,10 @@ def test_mutations_that_change_nothing_are_not_counted_as_bugs():
     constant = lambda case: ({"y": np.ones((4, 4))}, {"y": np.ones((4, 4))})  # noqa: E731
     result = calibrate(constant, 16, mutations=[shift(-1), swap_channels(-1), spike(0.1)])
     by_name = {m.name: m for m in result.mutations}
-    assert by_name["shift(axis=-1,by=1)"].cases == 0 and by_name["shift(axis=-1,by=1)"].smallest_signal is None
+    assert (
+        by_name["shift(axis=-1,by=1)"].cases == 0
+        and by_name["shift(axis=-1,by=1)"].smallest_signal is None
+    )
     assert by_name["spike(0.1)"].cases == 16
 
 
@@ -221,10 +243,16 @@ def test_ssim_is_recorded_for_images_with_an_explicit_data_range():
         image = np.random.default_rng(case).random((16, 16))
         return {"image": image}, {"image": np.clip(image + 1e-4 * (case % 3), 0, 1)}
 
-    result = calibrate(images, 16, metric="ssim", ssim_data_range=1.0, mutations=[shift(0), spike(0.5)])
+    result = calibrate(
+        images, 16, metric="ssim", ssim_data_range=1.0, mutations=[shift(0), spike(0.5)]
+    )
     assert len(result.by_metric["ssim"].noise) == 16
     assert result.proposal == "tolerance"
-    assert result.claim_metric.smallest_bug < result.proposed_bound <= result.claim_metric.largest_noise
+    assert (
+        result.claim_metric.smallest_bug
+        < result.proposed_bound
+        <= result.claim_metric.largest_noise
+    )
     with pytest.raises(InputError, match="data range"):
         calibrate(images, 16, metric="ssim")
 
@@ -286,7 +314,9 @@ def test_write_bound_returns_plain_fields_and_refuses_a_refused_result(tmp_path)
     before = spec.read_text()
     refused = calibrate(
         lambda case: (model(inputs(case), np.float64), model(inputs(case), np.float16)),
-        16, outputs=["hidden"], mutations=[additive_noise(1e-5)],
+        16,
+        outputs=["hidden"],
+        mutations=[additive_noise(1e-5)],
     )
     with pytest.raises(InputError, match="calibration refused, nothing written: no gap"):
         write_bound(spec, "y-close", refused)
@@ -314,11 +344,19 @@ def test_activity_counters_are_recorded_per_run_and_per_model_mutation():
         """a cache that never skips"""
         return {**model(inputs(case)), "skipped": 0}
 
-    result = calibrate(cached, 16, outputs=["hidden"], model_mutations={"never skips": never_skips},
-                       counters=["skipped"])
+    result = calibrate(
+        cached,
+        16,
+        outputs=["hidden"],
+        model_mutations={"never skips": never_skips},
+        counters=["skipped"],
+    )
     assert result.activity["skipped"]["candidate"] == [float(5 + c % 3) for c in range(16)]
     assert result.activity["skipped"]["never skips"] == [0.0] * 16
-    assert "activity skipped (min..max over runs): candidate 5..7; never skips 0..0" in result.summary()
+    assert (
+        "activity skipped (min..max over runs): candidate 5..7; never skips 0..0"
+        in result.summary()
+    )
     assert result.judge_activity("skipped", 5, 7) == (
         "the candidate is inside it in 16 of 16 runs; it rejects never skips"
     )
@@ -329,7 +367,10 @@ def test_activity_counters_are_recorded_per_run_and_per_model_mutation():
 
 def no_segments(case):
     """the segmenter finds no segment: an empty (0, 2) array where the reference has (2, 2)"""
-    return {"hidden": model(inputs(case), np.float32)["hidden"], "segments": np.zeros((0, 2), np.int64)}
+    return {
+        "hidden": model(inputs(case), np.float32)["hidden"],
+        "segments": np.zeros((0, 2), np.int64),
+    }
 
 
 def with_segments(case):
@@ -347,7 +388,9 @@ def test_a_model_mutation_that_changes_an_outputs_structure_is_caught_in_every_c
     dropped = lambda case: {"hidden": with_segments(case)["hidden"]}  # noqa: E731
     extra = lambda case: {**with_segments(case), "debug": np.ones(3)}  # noqa: E731
     result = calibrate(
-        segment_twin, 16, metric=metric,
+        segment_twin,
+        16,
+        metric=metric,
         model_mutations={"no segments": no_segments, "dropped": dropped, "extra": extra},
         mutations=[additive_noise(1e-2)],
     )
@@ -357,10 +400,21 @@ def test_a_model_mutation_that_changes_an_outputs_structure_is_caught_in_every_c
     for name in ("no segments", "dropped", "extra"):
         assert dist.bugs[name] == [worst] * 16
     # The bound still rests on the real noise, not on the structural bugs.
-    noise = [float(np.max(np.abs(model(inputs(c), np.float32)["hidden"].astype(np.float64)
-                                 - model(inputs(c), np.float64)["hidden"]))) for c in range(16)]
+    noise = [
+        float(
+            np.max(
+                np.abs(
+                    model(inputs(c), np.float32)["hidden"].astype(np.float64)
+                    - model(inputs(c), np.float64)["hidden"]
+                )
+            )
+        )
+        for c in range(16)
+    ]
     if metric == "max_abs":
-        assert dist.largest_noise == max(noise) and dist.largest_noise <= result.proposed_bound < 1e-3
+        assert (
+            dist.largest_noise == max(noise) and dist.largest_noise <= result.proposed_bound < 1e-3
+        )
     else:
         assert dist.largest_noise < 1 and result.proposed_bound <= dist.largest_noise
     assert dist.smallest_bug_mutation == "noise(0.01)"
@@ -370,11 +424,20 @@ def test_a_model_mutation_that_changes_an_outputs_structure_is_caught_in_every_c
     assert summaries["no segments"].structure_changed[0] == (
         "case 0: structure changed: output 'segments' shape (0, 2) against (2, 2)"
     )
-    assert summaries["dropped"].structure_changed[3] == "case 3: structure changed: output 'segments' missing"
-    assert summaries["extra"].structure_changed[15] == "case 15: structure changed: extra output 'debug'"
+    assert (
+        summaries["dropped"].structure_changed[3]
+        == "case 3: structure changed: output 'segments' missing"
+    )
+    assert (
+        summaries["extra"].structure_changed[15]
+        == "case 15: structure changed: extra output 'debug'"
+    )
     assert summaries["noise(0.01)"].structure_changed == []
     text = result.summary()
-    assert "structure changed: output 'segments' shape (0, 2) against (2, 2) (and 15 more cases)" in text
+    assert (
+        "structure changed: output 'segments' shape (0, 2) against (2, 2) (and 15 more cases)"
+        in text
+    )
     json.dumps(result.to_dict())
 
 
@@ -396,5 +459,7 @@ def test_an_unmutated_candidate_that_changes_an_outputs_structure_stops_calibrat
         baseline, candidate = segment_twin(case)
         return baseline, {"hidden": candidate["hidden"]}
 
-    with pytest.raises(InputError, match=r"case 0: outputs \['segments'\] missing from the unmutated candidate"):
+    with pytest.raises(
+        InputError, match=r"case 0: outputs \['segments'\] missing from the unmutated candidate"
+    ):
         calibrate(dropping, 16)

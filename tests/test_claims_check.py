@@ -31,12 +31,17 @@ callable = "detector:port"
 """.format(sha="0" * 64)
 
 
-def _claims(edge_bound: float = 2, edge_status: str = "calibrated", edge_basis: bool = True,
-            published: str = '["README.md"]') -> str:
+def _claims(
+    edge_bound: float = 2,
+    edge_status: str = "calibrated",
+    edge_basis: bool = True,
+    published: str = '["README.md"]',
+) -> str:
     basis = (
         '\n[claims."boxes.edge_px".basis]\n'
         'measured = "noise over 40 cases, 2026-11-20, apple-m2; largest 0.4 px, smallest bug 3 px"\n'
-        if edge_basis else ""
+        if edge_basis
+        else ""
     )
     return f"""
 [claims."boxes.edge_px"]
@@ -73,16 +78,29 @@ And inline code neither: `≤ 9 px <!-- claim: nothing.here -->`.
 """
 
 
-def _project(tmp_path: Path, *, spec_claims: str | None = None, readme: str = README,
-             results: dict | None = None) -> tuple[Path, Path]:
-    (tmp_path / "parity.toml").write_text(SPEC_HEAD + (spec_claims if spec_claims is not None else _claims()))
+def _project(
+    tmp_path: Path,
+    *,
+    spec_claims: str | None = None,
+    readme: str = README,
+    results: dict | None = None,
+) -> tuple[Path, Path]:
+    (tmp_path / "parity.toml").write_text(
+        SPEC_HEAD + (spec_claims if spec_claims is not None else _claims())
+    )
     (tmp_path / "README.md").write_text(readme)
     (tmp_path / "results").mkdir(exist_ok=True)
-    data = results if results is not None else {
-        "format": "paritygate-gate-result",
-        "verdicts": [{"claim_id": "boxes.edge_px", "observed": 1.4},
-                     {"claim_id": "prob_cosine", "observed": 0.998712}],
-    }
+    data = (
+        results
+        if results is not None
+        else {
+            "format": "paritygate-gate-result",
+            "verdicts": [
+                {"claim_id": "boxes.edge_px", "observed": 1.4},
+                {"claim_id": "prob_cosine", "observed": 0.998712},
+            ],
+        }
+    )
     (tmp_path / "results" / "gate.json").write_text(json.dumps(data))
     return tmp_path / "parity.toml", tmp_path / "README.md"
 
@@ -121,7 +139,10 @@ def test_gate_looser_than_published_number_fails(tmp_path):
 def test_gate_stricter_than_published_number_also_differs(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(edge_bound=1.5))
     [problem] = check_claims([readme], spec).problems
-    assert "README.md:3: claim boxes.edge_px: published '≤ 2 px' (2) differs from the gate's bound 1.5 px" in str(problem)
+    assert (
+        "README.md:3: claim boxes.edge_px: published '≤ 2 px' (2) differs from the gate's bound 1.5 px"
+        in str(problem)
+    )
 
 
 def test_lower_bound_claim_looser_in_the_gate(tmp_path):
@@ -153,12 +174,17 @@ def test_differing_measured_figure_fails(tmp_path):
     [problem] = check_claims([readme], spec).problems
     text = str(problem)
     assert text.startswith("README.md:6:")
-    assert "published '0.9987' differs from results/gate.json#/verdicts/1/observed, which holds 0.9971" in text
+    assert (
+        "published '0.9987' differs from results/gate.json#/verdicts/1/observed, which holds 0.9971"
+        in text
+    )
 
 
 def test_measured_figure_rounds_to_the_written_precision(tmp_path):
     # 0.998712 is published as 0.9987; 0.99876 would round to 0.9988 and fails
-    spec, readme = _project(tmp_path, results={"verdicts": [{"observed": 1.449}, {"observed": 0.99876}]})
+    spec, readme = _project(
+        tmp_path, results={"verdicts": [{"observed": 1.449}, {"observed": 0.99876}]}
+    )
     problems = [str(p) for p in check_claims([readme], spec).problems]
     assert len(problems) == 1 and "README.md:6:" in problems[0] and "0.9988" in problems[0]
 
@@ -186,7 +212,9 @@ def test_unpublished_claim_fails(tmp_path):
     spec, path = _project(tmp_path, readme=readme)
     [problem] = check_claims([path], spec).problems
     text = str(problem)
-    assert text.startswith("README.md: claim boxes.edge_px: the spec (parity.toml:17) says this claim is published here")
+    assert text.startswith(
+        "README.md: claim boxes.edge_px: the spec (parity.toml:17) says this claim is published here"
+    )
     assert "no '<!-- claim: boxes.edge_px -->' marker" in text and "2 px" in text
 
 
@@ -209,11 +237,15 @@ def test_calibrated_claim_without_basis_fails(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(edge_basis=False))
     problems = [str(p) for p in check_claims([readme], spec).problems]
     assert len(problems) == 1
-    assert problems[0].startswith("parity.toml:17: claim boxes.edge_px: is calibrated but states no basis")
+    assert problems[0].startswith(
+        "parity.toml:17: claim boxes.edge_px: is calibrated but states no basis"
+    )
 
 
 def test_other_spec_errors_are_reported_once(tmp_path):
-    spec, readme = _project(tmp_path, spec_claims=_claims().replace('metric = "cosine"', 'metric = "cosine"\nbund = 1'))
+    spec, readme = _project(
+        tmp_path, spec_claims=_claims().replace('metric = "cosine"', 'metric = "cosine"\nbund = 1')
+    )
     problems = [str(p) for p in check_claims([readme], spec).problems]
     assert len(problems) == 1
     assert problems[0].startswith("parity.toml: the spec does not load:")
@@ -221,18 +253,23 @@ def test_other_spec_errors_are_reported_once(tmp_path):
 
 
 def test_provisional_claim_without_basis_is_fine(tmp_path):
-    spec, readme = _project(tmp_path, spec_claims=_claims(edge_basis=False, edge_status="provisional"))
+    spec, readme = _project(
+        tmp_path, spec_claims=_claims(edge_basis=False, edge_status="provisional")
+    )
     assert check_claims([readme], spec).passed
 
 
 def test_unknown_claim_and_marker_without_number(tmp_path):
     spec, _ = _project(tmp_path)
     (tmp_path / "README.md").write_text(
-        README + "Speed 1.3× <!-- claim: speed.p50 -->\nno number here <!-- claim: prob_cosine -->\n"
+        README
+        + "Speed 1.3× <!-- claim: speed.p50 -->\nno number here <!-- claim: prob_cosine -->\n"
         "bad <!-- claim prob_cosine -->\n"
     )
     problems = [str(p) for p in check_claims([tmp_path / "README.md"], spec).problems]
-    assert problems[0].startswith("README.md:13: claim speed.p50: unknown claim: the spec parity.toml has no [claims.speed.p50]")
+    assert problems[0].startswith(
+        "README.md:13: claim speed.p50: unknown claim: the spec parity.toml has no [claims.speed.p50]"
+    )
     assert "claims in the spec: boxes.edge_px, prob_cosine" in problems[0]
     assert problems[1] == (
         "README.md:14: claim marker 'prob_cosine' does not follow a number "
@@ -243,7 +280,9 @@ def test_unknown_claim_and_marker_without_number(tmp_path):
 
 
 def test_percentages_against_fractions_and_percent_units(tmp_path):
-    claims = _claims() + """
+    claims = (
+        _claims()
+        + """
 [claims.accuracy]
 outputs = ["prob"]
 metric = "accuracy"
@@ -259,14 +298,21 @@ unit = "%"
 oracle = "approximation"
 status = "provisional"
 """
-    text = README + "Accuracy ≥ 95 % <!-- claim: accuracy --> and ≥ 95% <!-- claim: accuracy_pct -->.\n" \
+    )
+    text = (
+        README
+        + "Accuracy ≥ 95 % <!-- claim: accuracy --> and ≥ 95% <!-- claim: accuracy_pct -->.\n"
         "Top-1 99.87 % <!-- measured: results/gate.json#/verdicts/1/observed -->.\n"
+    )
     spec, readme = _project(tmp_path, spec_claims=claims, readme=text)
     result = check_claims([readme], spec)
     assert result.problems == []
     (tmp_path / "README.md").write_text(text.replace("≥ 95 % <!--", "≥ 99 % <!--"))
     [problem] = check_claims([readme], spec).problems
-    assert "claim accuracy: the gate's bound 0.95 (parity.toml:36) is looser than the published '≥ 99 %' (0.99)" in str(problem)
+    assert (
+        "claim accuracy: the gate's bound 0.95 (parity.toml:36) is looser than the published '≥ 99 %' (0.99)"
+        in str(problem)
+    )
 
 
 @pytest.mark.parametrize(
@@ -306,8 +352,7 @@ def test_parse_number_refuses_what_is_not_a_number_at_the_end(text):
 def test_find_markers_skips_code_and_reads_several_per_line(tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text(
-        "~~~\n≤ 1 px <!-- claim: a -->\n~~~\n"
-        "≤ 2 px <!-- claim: b --> and ≥ 0.9 <!-- claim: c -->\n"
+        "~~~\n≤ 1 px <!-- claim: a -->\n~~~\n≤ 2 px <!-- claim: b --> and ≥ 0.9 <!-- claim: c -->\n"
     )
     markers = find_markers(doc)
     assert [(m.target, m.line, m.number.value) for m in markers] == [("b", 4, 2.0), ("c", 4, 0.9)]
@@ -341,12 +386,17 @@ def test_box_port_example_readme_against_its_2px_and_30px_specs():
     loose = check_claims([readme], example / "parity-30px.toml")
     assert len(loose.problems) == 1
     text = str(loose.problems[0])
-    assert re.match(r".*README\.md:\d+: claim panel-edges: the gate's bound 30 px "
-                    r"\(.*parity-30px\.toml:\d+\) is looser than the published '≤ 2 px' \(2\)", text)
+    assert re.match(
+        r".*README\.md:\d+: claim panel-edges: the gate's bound 30 px "
+        r"\(.*parity-30px\.toml:\d+\) is looser than the published '≤ 2 px' \(2\)",
+        text,
+    )
 
 
 def test_published_range_is_the_activity_band(tmp_path):
-    claims = _claims() + """
+    claims = (
+        _claims()
+        + """
 [claims.cache-quality]
 outputs = ["prob"]
 metric = "cosine"
@@ -355,17 +405,22 @@ oracle = "approximation"
 status = "provisional"
 activity = { counter = "skipped_steps", min = 5, max = 7 }
 """
+    )
     text = README + "The cache skips 5–7 steps <!-- claim: cache-quality --> per image.\n"
     spec, readme = _project(tmp_path, spec_claims=claims, readme=text)
     assert check_claims([readme], spec).problems == []
     (tmp_path / "README.md").write_text(text.replace("5–7 steps", "5-6 steps"))
     [problem] = check_claims([readme], spec).problems
-    assert str(problem).startswith("README.md:13: claim cache-quality: the gate's activity band of skipped_steps 5–7")
+    assert str(problem).startswith(
+        "README.md:13: claim cache-quality: the gate's activity band of skipped_steps 5–7"
+    )
     assert "is wider than the published '5-6 steps'" in str(problem)
     # a range tied to a claim without a band
     (tmp_path / "README.md").write_text(README + "within 1–2 px <!-- claim: boxes.edge_px -->\n")
     [problem] = check_claims([readme], spec).problems
-    assert "published range '1–2 px' has nothing to tie to: the claim has no activity band" in str(problem)
+    assert "published range '1–2 px' has nothing to tie to: the claim has no activity band" in str(
+        problem
+    )
 
 
 def test_spec_in_pyproject(tmp_path):

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import numpy as np
 import pytest
-import tomllib
+from spec_helpers import make_project
 
 from paritygate.cli import main
 from paritygate.spec import load_spec
-
-from spec_helpers import make_project
 
 CASES = [f"c{i:02d}" for i in range(16)]
 
@@ -160,8 +159,20 @@ def project(tmp_path):
 
 def test_paired_claim_gets_a_bound_and_write_keeps_comments(project, capsys):
     before = project.read_text()
-    assert main(["calibrate", str(project), "--claim", "y-close", "--write",
-                 "--model-mutation", "zeroed column=calib:candidate32_zeroed"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-close",
+                "--write",
+                "--model-mutation",
+                "zeroed column=calib:candidate32_zeroed",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "paired mode, 16 cases" in out
     assert "zeroed column" in out and "caught in 16/16 cases" in out
@@ -190,11 +201,23 @@ def test_noise_exactly_zero_writes_an_exact_claim(project, capsys):
 
 def test_no_gap_is_refused_with_exit_1_and_nothing_written(project, capsys):
     before = project.read_text()
-    code = main(["calibrate", str(project), "--claim", "y-half", "--write",
-                 "--model-mutation", "scaled=calib:candidate16_scaled"])
+    code = main(
+        [
+            "calibrate",
+            str(project),
+            "--claim",
+            "y-half",
+            "--write",
+            "--model-mutation",
+            "scaled=calib:candidate16_scaled",
+        ]
+    )
     assert code == 1
     out = capsys.readouterr().out
-    assert "REFUSED: no gap between noise and the smallest bug: change the comparison, not the constant" in out
+    assert (
+        "REFUSED: no gap between noise and the smallest bug: change the comparison, not the constant"
+        in out
+    )
     assert "nothing written" in out
     assert "calibrated against the bugs it must catch" not in out  # an equivalence claim
     assert project.read_text() == before
@@ -206,8 +229,25 @@ def test_stored_claim_is_measured_against_the_recorded_reference(project, capsys
     record(load_spec(project))
     json_path = tmp_path / "calibration.json"
     plot_path = tmp_path / "calibration.png"
-    assert main(["calibrate", str(project), "--claim", "y-stored", "--margin", "other machine=2",
-                 "--json", str(json_path), "--plot", str(plot_path), "--repeats", "2"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-stored",
+                "--margin",
+                "other machine=2",
+                "--json",
+                str(json_path),
+                "--plot",
+                str(plot_path),
+                "--repeats",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "stored mode, 16 cases x 2 repeat(s)" in out and "margin: other machine x2" in out
     data = json.loads(json_path.read_text())
@@ -228,10 +268,16 @@ def test_stored_claim_without_a_reference_is_drift(project, capsys):
         (["--claim", "y-close", "--cases", "8"], "at least 16 cases, got 8"),
         (["--claim", "y-close", "--margin", "machine"], "--margin expects NAME=VALUE"),
         (["--claim", "y-close", "--margin", "machine=0.5"], "must be a factor >= 1"),
-        (["--claim", "y-close", "--candidate", "port16"], "'port16' is not a candidate of this claim"),
+        (
+            ["--claim", "y-close", "--candidate", "port16"],
+            "'port16' is not a candidate of this claim",
+        ),
         (["--claim", "y-close", "--mutations", "shift,typo"], "--mutations: unknown typo"),
         (["--claim", "y-close", "--skip-case", "c99"], "unknown case(s) c99 (cases: c00, c01,"),
-        (["--claim", "y-close", "--case", "c01", "--cases", "4"], "use one of --cases, --case and --skip-case"),
+        (
+            ["--claim", "y-close", "--case", "c01", "--cases", "4"],
+            "use one of --cases, --case and --skip-case",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
@@ -241,7 +287,10 @@ def test_bad_input_exits_2_with_one_line(project, capsys, args, message):
 
 
 def test_fewer_cases_can_be_accepted_knowingly(project, capsys):
-    assert main(["calibrate", str(project), "--claim", "y-close", "--cases", "8", "--min-cases", "8"]) == 0
+    assert (
+        main(["calibrate", str(project), "--claim", "y-close", "--cases", "8", "--min-cases", "8"])
+        == 0
+    )
     assert "8 cases" in capsys.readouterr().out
 
 
@@ -251,15 +300,46 @@ def test_chosen_cases_are_the_ones_measured_and_go_into_the_basis(project, capsy
     noise = json.loads(every.read_text())["by_metric"]["max_abs"]["noise"]
     worst = int(np.argmax(noise))  # one repeat: noise[i] belongs to CASES[i]
     before = project.read_text()
-    assert main(["calibrate", str(project), "--claim", "y-close", "--skip-case", CASES[worst],
-                 "--min-cases", "15", "--write"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-close",
+                "--skip-case",
+                CASES[worst],
+                "--min-cases",
+                "15",
+                "--write",
+            ]
+        )
+        == 0
+    )
     assert "15 cases" in capsys.readouterr().out
     basis = tomllib.loads(project.read_text())["claims"]["y-close"]["basis"]
     assert basis["cases"] == [c for c in CASES if c != CASES[worst]]
-    assert basis["largest_noise"] == max(n for i, n in enumerate(noise) if i != worst) < noise[worst]
+    assert (
+        basis["largest_noise"] == max(n for i, n in enumerate(noise) if i != worst) < noise[worst]
+    )
     assert project.read_text().split("[claims.y-close]")[0] == before.split("[claims.y-close]")[0]
-    assert main(["calibrate", str(project), "--claim", "y-close", "--case", "c03", "--case", "c05",
-                 "--min-cases", "2"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-close",
+                "--case",
+                "c03",
+                "--case",
+                "c05",
+                "--min-cases",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "2 cases" in capsys.readouterr().out
 
 
@@ -288,7 +368,9 @@ def test_the_specs_current_bound_is_judged_on_the_measured_distributions(project
     )
     assert "--write stores the proposal" in out
     # A bound below the measured noise: every noise run fails it, no mutation passes it.
-    project.write_text(project.read_text().replace("bound = 1e-3  # guessed", "bound = 1e-12  # guessed"))
+    project.write_text(
+        project.read_text().replace("bound = 1e-3  # guessed", "bound = 1e-12  # guessed")
+    )
     assert main(["calibrate", str(project), "--claim", "y-close"]) == 0
     failing = sum(1 for v in dist["noise"] if v > 1e-12)
     assert _judged(capsys.readouterr().out).endswith(
@@ -297,12 +379,16 @@ def test_the_specs_current_bound_is_judged_on_the_measured_distributions(project
     assert failing == 16
 
 
-def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_noise(project, capsys):
+def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_noise(
+    project, capsys
+):
     # A float16 port claimed as an approximation: a bfloat16 drop hides inside its own difference.
-    project.write_text(project.read_text().replace(
-        'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
-        'oracle = "approximation"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
-    ))
+    project.write_text(
+        project.read_text().replace(
+            'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
+            'oracle = "approximation"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
+        )
+    )
     assert load_spec(project).claims["y-half"].oracle == "approximation"
     code = main(["calibrate", str(project), "--claim", "y-half", "--mutations", "bfloat16,shift"])
     out = capsys.readouterr().out
@@ -313,21 +399,37 @@ def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_no
     assert "calibrated against the bugs it must catch" not in capsys.readouterr().out
 
 
-def test_zero_noise_makes_a_paired_equivalence_a_no_op_claim_and_a_stored_one_exact(project, capsys):
+def test_zero_noise_makes_a_paired_equivalence_a_no_op_claim_and_a_stored_one_exact(
+    project, capsys
+):
     from paritygate.references import record
 
     text = project.read_text().replace('candidates = ["port32"]', 'candidates = ["port32", "same"]')
     project.write_text(text)
-    assert main(["calibrate", str(project), "--claim", "y-close", "--candidate", "same", "--write"]) == 0
+    assert (
+        main(["calibrate", str(project), "--claim", "y-close", "--candidate", "same", "--write"])
+        == 0
+    )
     claim = load_spec(project).claims["y-close"]
     assert (claim.metric, claim.bound, claim.oracle, claim.mode) == ("exact", 0, "no-op", "paired")
     record(load_spec(project))
-    assert main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "same", "--write"]) == 0
+    assert (
+        main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "same", "--write"])
+        == 0
+    )
     assert "an exact-equivalence claim" in capsys.readouterr().out
     stored = load_spec(project).claims["y-stored"]
-    assert (stored.metric, stored.bound, stored.oracle, stored.mode) == ("exact", 0, "equivalence", "stored")
+    assert (stored.metric, stored.bound, stored.oracle, stored.mode) == (
+        "exact",
+        0,
+        "equivalence",
+        "stored",
+    )
     # Non-zero noise leaves an equivalence claim an equivalence claim.
-    assert main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "port32", "--write"]) == 0
+    assert (
+        main(["calibrate", str(project), "--claim", "y-stored", "--candidate", "port32", "--write"])
+        == 0
+    )
     stored = load_spec(project).claims["y-stored"]
     assert stored.metric == "max_abs" and stored.bound > 0 and stored.oracle == "equivalence"
 
@@ -351,23 +453,38 @@ activity = { counter = "skipped", min = 5, max = 6 }
 
 def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     project.write_text(project.read_text() + CACHE_CLAIM)
-    args = ["calibrate", str(project), "--claim", "y-cache", "--mutations", "shift",
-            "--model-mutation", "never skips=calib:never_skips"]
+    args = [
+        "calibrate",
+        str(project),
+        "--claim",
+        "y-cache",
+        "--mutations",
+        "shift",
+        "--model-mutation",
+        "never skips=calib:never_skips",
+    ]
     # The never-skipping cache hides in the quality metric's noise; the activity band rejects it
     # in every case, so it is reported as caught by the band and kept out of the metric's gap.
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "activity skipped (min..max over runs): candidate 5..6; never skips 0..0" in out
     assert "caught in 16/16 cases by the activity band skipped in 5..6, not by the metric" in out
-    assert "spec activity band: skipped in 5..6: the candidate is inside it in 16 of 16 runs; it rejects never skips" in out
+    assert (
+        "spec activity band: skipped in 5..6: the candidate is inside it in 16 of 16 runs; it rejects never skips"
+        in out
+    )
     assert "proposal: max_abs <= " in out
     # Without the band the same mutation hides in the noise: refused.
-    project.write_text(project.read_text().replace('activity = { counter = "skipped", min = 5, max = 6 }\n', ""))
+    project.write_text(
+        project.read_text().replace('activity = { counter = "skipped", min = 5, max = 6 }\n', "")
+    )
     assert main(args) == 1
     out = capsys.readouterr().out
     assert "inside the noise: never skips" in out and "spec activity band" not in out
     # A band that lets the never-skipping cache through (0 is inside it) keeps it in the gap.
-    project.write_text(project.read_text() + 'activity = { counter = "skipped", min = 0, max = 9 }\n')
+    project.write_text(
+        project.read_text() + 'activity = { counter = "skipped", min = 0, max = 9 }\n'
+    )
     assert load_spec(project).claims["y-cache"].activity is not None
     assert main(args) == 1
     out = capsys.readouterr().out
@@ -376,14 +493,33 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     assert "it rejects" not in out.split("spec activity band")[1]
 
 
-def test_a_model_mutation_that_changes_an_outputs_shape_is_caught_not_an_error(project, capsys, tmp_path):
+def test_a_model_mutation_that_changes_an_outputs_shape_is_caught_not_an_error(
+    project, capsys, tmp_path
+):
     json_path = tmp_path / "calibration.json"
-    assert main(["calibrate", str(project), "--claim", "y-close", "--json", str(json_path),
-                 "--model-mutation", "no rows=calib:no_rows",
-                 "--model-mutation", "zeroed column=calib:candidate32_zeroed"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-close",
+                "--json",
+                str(json_path),
+                "--model-mutation",
+                "no rows=calib:no_rows",
+                "--model-mutation",
+                "zeroed column=calib:candidate32_zeroed",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "no rows" in out and "inf  (16 cases, caught in 16/16 cases)" in out
-    assert "case c00: structure changed: output 'y' shape (0, 4) against (6, 4) (and 15 more cases)" in out
+    assert (
+        "case c00: structure changed: output 'y' shape (0, 4) against (6, 4) (and 15 more cases)"
+        in out
+    )
     data = json.loads(json_path.read_text())
     dist = data["by_metric"]["max_abs"]
     # The bound rests on the real noise; the structural bug is not the smallest one.
@@ -391,9 +527,25 @@ def test_a_model_mutation_that_changes_an_outputs_shape_is_caught_not_an_error(p
     assert dist["smallest_bug_mutation"] != "no rows"
 
 
-def test_an_unmutated_candidate_that_changes_an_outputs_shape_stops_with_case_and_output(project, capsys):
-    assert main(["calibrate", str(project), "--claim", "y-rows",
-                 "--model-mutation", "no rows=calib:no_rows"]) == 2
+def test_an_unmutated_candidate_that_changes_an_outputs_shape_stops_with_case_and_output(
+    project, capsys
+):
+    assert (
+        main(
+            [
+                "calibrate",
+                str(project),
+                "--claim",
+                "y-rows",
+                "--model-mutation",
+                "no rows=calib:no_rows",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "case c07: output 'y' of the unmutated candidate: shape (5, 4) against the baseline's (6, 4)" in err
+    assert (
+        "case c07: output 'y' of the unmutated candidate: shape (5, 4) against the baseline's (6, 4)"
+        in err
+    )
     assert len(err.strip().splitlines()) == 1

@@ -117,8 +117,9 @@ def test_each_bound_flag_takes_effect_in_both_directions(files, capsys, flag, fa
 
 
 def test_json_output_is_the_comparison(files, capsys):
-    code, out, _ = _run([files["port"], files["ref"], "--atol", "5e-3", "--json", "--worst-k", "3"],
-                        capsys)
+    code, out, _ = _run(
+        [files["port"], files["ref"], "--atol", "5e-3", "--json", "--worst-k", "3"], capsys
+    )
     assert code == 1
     data = json.loads(out)
     assert data["passed"] is False
@@ -147,8 +148,11 @@ def test_files_of_one_unnamed_output_compare_whatever_their_names(tmp_path, caps
     (tmp_path / "off.json").write_text("[1, 2, 4]")
     np.save(tmp_path / "array.npy", np.array([1, 2, 3]))
     (tmp_path / "named.json").write_text(json.dumps({"mine": [1, 2, 3]}))
-    for actual, expected in (("mine.json", "theirs.json"), ("array.npy", "theirs.json"),
-                             ("mine.json", "array.npy")):
+    for actual, expected in (
+        ("mine.json", "theirs.json"),
+        ("array.npy", "theirs.json"),
+        ("mine.json", "array.npy"),
+    ):
         code, out, err = _run([str(tmp_path / actual), str(tmp_path / expected)], capsys)
         assert code == 0, (actual, expected, out, err)
     code, out, _ = _run([str(tmp_path / "mine.json"), str(tmp_path / "off.json")], capsys)
@@ -187,7 +191,9 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys):
     pickled.write_bytes(pickle.dumps({"logits": _Payload(marker)}))
     garbage = tmp / "garbage.safetensors"
     garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
-    wrong_shape = save_outputs(tmp / "wrong.safetensors", {**_reference(), "logits": np.zeros((2, 2))})
+    wrong_shape = save_outputs(
+        tmp / "wrong.safetensors", {**_reference(), "logits": np.zeros((2, 2))}
+    )
     cases = [
         ([str(pickled), files["ref"]], "pickle"),
         ([str(tmp / "absent.safetensors"), files["ref"]], "not found"),
@@ -241,18 +247,29 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
     cases = [
         (pickled_npy, good, "pickled.npy: holds an object array"),
         (raw_pickle, good, "raw.npy: is a pickle file, refused"),
-        (truncated, tmp_path / "full.safetensors", "truncated.safetensors: not a valid safetensors"),
+        (
+            truncated,
+            tmp_path / "full.safetensors",
+            "truncated.safetensors: not a valid safetensors",
+        ),
         (truncated_npy, good, "truncated.npy: corrupt or truncated .npy"),
         (empty_npy, good, "empty.npy: is empty"),
         (object_npz, object_npz, "objects.npz[x]: holds an object array"),
         (wide, good, "good: shape mismatch: actual (2, 3) float32 vs expected (6,) float32"),
         (complex_npy, good, "complex (complex64) against real (float32)"),
         (tmp_path / "rect.json", tmp_path / "ragged.json", "x: structure mismatch"),
-        (tmp_path / "words.json", tmp_path / "number.json", "strings are only compared with strings"),
+        (
+            tmp_path / "words.json",
+            tmp_path / "number.json",
+            "strings are only compared with strings",
+        ),
         (tmp_path / "cut.json", tmp_path / "rect.json", "cut.json: invalid JSON at line 1"),
         (folder, good, "outputs.npy: is a directory"),
-        (tmp_path / "rect.json", tmp_path / "slash.json",
-         "slash.json[boxes]: output name 'a/b' must be non-empty and must not contain '/'"),
+        (
+            tmp_path / "rect.json",
+            tmp_path / "slash.json",
+            "slash.json[boxes]: output name 'a/b' must be non-empty and must not contain '/'",
+        ),
         (good, folder, "outputs.npy: is a directory"),
         (tmp_path / "absent.npy", good, "absent.npy: file not found"),
     ]
@@ -271,11 +288,20 @@ def test_odd_but_valid_files_get_a_verdict(tmp_path, capsys):
     values = np.arange(-4, 4, 0.5, dtype=np.float32)
     save_file({"x": values.astype(ml_dtypes.bfloat16)}, str(tmp_path / "bf16.safetensors"))
     save_file({"x": values}, str(tmp_path / "f32.safetensors"))
-    code, out, _ = _run([str(tmp_path / "bf16.safetensors"), str(tmp_path / "f32.safetensors")], capsys)
+    code, out, _ = _run(
+        [str(tmp_path / "bf16.safetensors"), str(tmp_path / "f32.safetensors")], capsys
+    )
     assert code == 0 and "bfloat16/float32" in out  # the bf16 grid holds these values exactly
     save_file({"x": values + np.float32(1e-3)}, str(tmp_path / "shifted.safetensors"))
-    code, out, _ = _run([str(tmp_path / "bf16.safetensors"), str(tmp_path / "shifted.safetensors"),
-                         "--atol", "1e-4"], capsys)
+    code, out, _ = _run(
+        [
+            str(tmp_path / "bf16.safetensors"),
+            str(tmp_path / "shifted.safetensors"),
+            "--atol",
+            "1e-4",
+        ],
+        capsys,
+    )
     assert code == 1 and "output x: FAIL" in out and "worst elements" in out
     (tmp_path / "a.json").write_text(json.dumps({"x": [[1, 2], [3, 4]], "y": {"z": [[1.5]]}}))
     (tmp_path / "b.json").write_text(json.dumps({"x": [[1, 2], [3, 5]], "y": {"z": [[1.5]]}}))
@@ -287,7 +313,9 @@ def test_odd_but_valid_files_get_a_verdict(tmp_path, capsys):
     assert _run([str(tmp_path / "e1.npy"), str(tmp_path / "e2.npy")], capsys)[0] == 0
     # empty against non-empty: outside bounds (exit 1) with the reason, not bad input
     np.save(tmp_path / "full.npy", np.ones((2, 3), np.float32))
-    code, out, err = _run([str(tmp_path / "e1.npy"), str(tmp_path / "full.npy"), "--atol", "1"], capsys)
+    code, out, err = _run(
+        [str(tmp_path / "e1.npy"), str(tmp_path / "full.npy"), "--atol", "1"], capsys
+    )
     assert (code, err) == (1, "") and "output full: FAIL" in out
     assert "actual is empty with shape (0, 3), expected has 6 element(s) with shape (2, 3)" in out
 
@@ -300,10 +328,12 @@ def test_bad_flag_values_exit_2(files, capsys):
     code, _, err = _run([files["ref"]], capsys)
     assert code == 2 and "Missing argument" in err
     # Usage errors are one line too, naming the option and where the help is.
-    for args, needle in (([files["ref"]], "Missing argument 'B'"),
-                         ([files["ref"], files["ref"], "--bogus"], "No such option '--bogus'"),
-                         ([files["ref"], files["ref"], "--worst-k", "-1"], "Invalid value for '--worst-k'"),
-                         ([files["ref"], files["ref"], "--atol"], "Option '--atol' requires an argument")):
+    for args, needle in (
+        ([files["ref"]], "Missing argument 'B'"),
+        ([files["ref"], files["ref"], "--bogus"], "No such option '--bogus'"),
+        ([files["ref"], files["ref"], "--worst-k", "-1"], "Invalid value for '--worst-k'"),
+        ([files["ref"], files["ref"], "--atol"], "Option '--atol' requires an argument"),
+    ):
         code, out, err = _run(args, capsys)
         lines = err.strip().splitlines()
         assert (code, out, len(lines)) == (2, "", 1), err
@@ -317,13 +347,23 @@ def test_bad_flag_values_exit_2(files, capsys):
 
 def test_python_dash_m_gives_each_exit_code(files):
     base = [sys.executable, "-m", "paritygate", "compare"]
-    ok = subprocess.run([*base, files["ref"], files["ref"]], env=_env(), capture_output=True, text=True)
+    ok = subprocess.run(
+        [*base, files["ref"], files["ref"]], env=_env(), capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run([*base, files["port"], files["ref"], "--atol", "5e-3"], env=_env(),
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [*base, files["port"], files["ref"], "--atol", "5e-3"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "output logits: FAIL" in bad.stdout
-    broken = subprocess.run([*base, files["ref"], str(Path(files["dir"]) / "nope.npz")], env=_env(),
-                            capture_output=True, text=True)
+    broken = subprocess.run(
+        [*base, files["ref"], str(Path(files["dir"]) / "nope.npz")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert broken.returncode == 2 and "nope.npz: file not found" in broken.stderr
     assert "Traceback" not in broken.stderr
 
@@ -331,14 +371,26 @@ def test_python_dash_m_gives_each_exit_code(files):
 def test_console_script_gives_each_exit_code(files):
     script = Path(sys.executable).with_name("paritygate")
     assert script.exists(), f"console script not installed next to {sys.executable}"
-    ok = subprocess.run([str(script), "compare", files["ref"], files["ref"]], env=_env(),
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [str(script), "compare", files["ref"], files["ref"]],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run([str(script), "compare", files["port"], files["ref"]], env=_env(),
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [str(script), "compare", files["port"], files["ref"]],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1
-    broken = subprocess.run([str(script), "compare", files["ref"], "x.unknown"], env=_env(),
-                            capture_output=True, text=True)
+    broken = subprocess.run(
+        [str(script), "compare", files["ref"], "x.unknown"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert broken.returncode == 2 and "Traceback" not in broken.stderr
 
 
@@ -354,6 +406,13 @@ def test_help_names_which_side_is_which(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "A (actual: the candidate" in out and "B" in out and "reference" in out
-    for flag in ("--atol", "--rtol", "--min-cosine", "--max-ulp", "--max-mean-abs", "--worst-k",
-                 "--json"):
+    for flag in (
+        "--atol",
+        "--rtol",
+        "--min-cosine",
+        "--max-ulp",
+        "--max-mean-abs",
+        "--worst-k",
+        "--json",
+    ):
         assert flag in out

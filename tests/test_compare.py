@@ -20,7 +20,13 @@ def test_identical_arrays_pass_with_exact_metrics():
     result = compare(x, x.copy())
     assert result.passed and bool(result)
     out = result[""]
-    assert (out.max_abs, out.mean_abs, out.max_rel, out.mismatches, out.ulp_max) == (0.0, 0.0, 0.0, 0, 0)
+    assert (out.max_abs, out.mean_abs, out.max_rel, out.mismatches, out.ulp_max) == (
+        0.0,
+        0.0,
+        0.0,
+        0,
+        0,
+    )
     assert out.cosine == pytest.approx(1.0, abs=1e-15)
     assert out.worst == []
     assert out.shape == (10, 100) and out.compared_as == "float32" and out.promotion is None
@@ -71,7 +77,11 @@ def test_planted_difference_fails_with_location_and_bound():
 
 def test_every_failing_output_is_reported():
     e = {"a": np.zeros(3), "b": {"c": np.ones(4), "d": np.full(2, 5.0)}, "ok": np.arange(3.0)}
-    a = {"a": np.full(3, 1.0), "b": {"c": np.ones(4) * 2, "d": np.full(2, 7.0)}, "ok": np.arange(3.0)}
+    a = {
+        "a": np.full(3, 1.0),
+        "b": {"c": np.ones(4) * 2, "d": np.full(2, 7.0)},
+        "ok": np.arange(3.0),
+    }
     result = compare(a, e)
     assert [o.path for o in result.failing()] == ["a", "b/c", "b/d"]
     assert result["ok"].passed
@@ -98,14 +108,22 @@ def test_leaf_against_container_is_a_structure_mismatch_not_missing_outputs():
     assert compare({"x": [[1, 2], [3]]}, {"x": [[1, 2], [3]]}).passed
     assert compare({"a": {"b": np.ones(2)}}, {"a": {"b": np.ones(2)}}).passed
     # ... but a ragged list (a container) against a rectangular one (an array) names the output.
-    with pytest.raises(InputError, match=r"^x: structure mismatch: actual has one output "
-                                         r"\(int64 of shape \(2, 2\)\) here but expected has 2 nested "
-                                         r"output\(s\) \(x/0, x/1\)"):
+    with pytest.raises(
+        InputError,
+        match=r"^x: structure mismatch: actual has one output "
+        r"\(int64 of shape \(2, 2\)\) here but expected has 2 nested "
+        r"output\(s\) \(x/0, x/1\)",
+    ):
         compare({"x": [[1, 2], [3, 4]]}, {"x": [[1, 2], [3]]})
-    with pytest.raises(InputError, match=r"^x: structure mismatch: expected has one output "
-                                         r"\(int64 of shape \(2,\)\) here but actual has 2"):
+    with pytest.raises(
+        InputError,
+        match=r"^x: structure mismatch: expected has one output "
+        r"\(int64 of shape \(2,\)\) here but actual has 2",
+    ):
         compare({"x": [1, "a"]}, {"x": [1, 2]})
-    with pytest.raises(InputError, match=r"^output tree: structure mismatch: actual has one output"):
+    with pytest.raises(
+        InputError, match=r"^output tree: structure mismatch: actual has one output"
+    ):
         compare(np.zeros(3), {"a": np.zeros(3)})
 
 
@@ -250,13 +268,18 @@ def test_empty_outputs():
     # Incompatible kinds stay input errors whatever the sizes; two non-empty shapes still must match.
     with pytest.raises(InputError, match="complex"):
         compare(np.zeros(0, np.complex64), np.ones(2))
-    with pytest.raises(InputError, match=r"shape mismatch: actual \(0, 3\) float64 vs expected \(3, 0\)"):
+    with pytest.raises(
+        InputError, match=r"shape mismatch: actual \(0, 3\) float64 vs expected \(3, 0\)"
+    ):
         compare(np.zeros((0, 3)), np.zeros((3, 0)))
 
 
 def test_shape_mismatch_names_path_shapes_and_dtypes():
     with pytest.raises(InputError) as info:
-        compare({"boxes": {"editor": np.zeros((2, 4), np.float32)}}, {"boxes": {"editor": np.zeros((3, 4), np.float16)}})
+        compare(
+            {"boxes": {"editor": np.zeros((2, 4), np.float32)}},
+            {"boxes": {"editor": np.zeros((3, 4), np.float16)}},
+        )
     text = str(info.value)
     assert "boxes/editor" in text and "(2, 4) float32" in text and "(3, 4) float16" in text
 
@@ -369,7 +392,9 @@ def test_assert_parity_message_is_full_report():
 def test_comparison_table_renders_every_output():
     from rich.console import Console
 
-    result = compare({"x": np.ones(2), "y": np.zeros(2)}, {"x": np.ones(2), "y": np.ones(2), "z": 1.0})
+    result = compare(
+        {"x": np.ones(2), "y": np.zeros(2)}, {"x": np.ones(2), "y": np.ones(2), "z": 1.0}
+    )
     console = Console(width=250, record=True)
     console.print(comparison_table(result))
     text = console.export_text()
@@ -426,5 +451,8 @@ def test_empty_framework_output_against_a_non_empty_one_fails_without_reading_da
     ):
         out = compare({"boxes": empty}, {"boxes": full})["boxes"]
         assert not out.passed and [f.metric for f in out.failures] == ["size"]
-        assert "actual is empty with shape (0, 4), expected has 8 element(s) with shape (2, 4)" in out.failures[0].detail
+        assert (
+            "actual is empty with shape (0, 4), expected has 8 element(s) with shape (2, 4)"
+            in out.failures[0].detail
+        )
         assert compare({"boxes": empty}, {"boxes": np.zeros((0, 4))}).passed

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from spec_helpers import TINY_SPEC, copy_box_port, make_project
+
 from paritygate.gate import CROSS_ADAPTER_PREFIX, run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
-
-from spec_helpers import TINY_SPEC, copy_box_port, make_project
 
 
 def test_box_port_adapters_agree(tmp_path):
@@ -16,7 +16,8 @@ def test_box_port_adapters_agree(tmp_path):
     result = run_gate(spec)
     cross = [v for v in result.verdicts if v.oracle == "cross-adapter"]
     assert [(v.claim_id, v.candidate, v.case) for v in cross] == [
-        (f"{CROSS_ADAPTER_PREFIX}port", "port-python", case) for case in ("leetcode", "wide_editor", "narrow")
+        (f"{CROSS_ADAPTER_PREFIX}port", "port-python", case)
+        for case in ("leetcode", "wide_editor", "narrow")
     ]
     assert all(v.passed and v.bound == 0 and v.observed == 0 for v in cross)
 
@@ -26,7 +27,11 @@ def test_adapter_with_a_stale_threshold_is_caught_even_when_the_claim_holds(tmp_
     a 30 px claim still holds, but the adapters disagree and the gate fails."""
     project = copy_box_port(tmp_path)
     cli = project / "port_cli.py"
-    cli.write_text(cli.read_text().replace("result = detect_image(image)", "result = detect_image(image, threshold=0.6)"))
+    cli.write_text(
+        cli.read_text().replace(
+            "result = detect_image(image)", "result = detect_image(image, threshold=0.6)"
+        )
+    )
     spec = load_spec(project / "parity-30px.toml")
     record(spec)
     result = run_gate(spec)
@@ -39,13 +44,16 @@ def test_adapter_with_a_stale_threshold_is_caught_even_when_the_claim_holds(tmp_
 
 
 def test_subprocess_adapter_of_an_in_process_candidate(tmp_path):
-    spec_text = TINY_SPEC + """
+    spec_text = (
+        TINY_SPEC
+        + """
 [runners.cand-cli]
 role = "adapter"
 adapter_of = "cand"
 command = ["{python}", "tiny_cli.py", "{case}", "{out}"]
 format = "npz"
 """
+    )
     path = make_project(tmp_path, spec_text)
     record(load_spec(path))
     result = run_gate(load_spec(path))
@@ -53,8 +61,12 @@ format = "npz"
     assert len(cross) == 2 and all(cross) and result.passed
     # a second entry point that went through float64 is a different numerical path: caught
     cli = tmp_path / "tiny_cli.py"
-    cli.write_text(cli.read_text().replace('x = np.load(case, allow_pickle=False)["x"].astype(np.float32)',
-                                           'x = np.load(case, allow_pickle=False)["x"]'))
+    cli.write_text(
+        cli.read_text().replace(
+            'x = np.load(case, allow_pickle=False)["x"].astype(np.float32)',
+            'x = np.load(case, allow_pickle=False)["x"]',
+        )
+    )
     result = run_gate(load_spec(path))
     cross = [v for v in result.verdicts if v.oracle == "cross-adapter"]
     assert not any(cross) and all(v.passed for v in result.verdicts if v.oracle != "cross-adapter")

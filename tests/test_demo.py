@@ -42,9 +42,18 @@ def test_bundled_files_are_what_make_fixtures_writes(tmp_path):
         # safetensors orders header metadata freely, so compare the arrays, not the bytes
         bundled = flatten_outputs(load_outputs(demo._bundled(made.name)))
         fresh = flatten_outputs(load_outputs(made))
-        assert sorted(bundled) == sorted(fresh) == ["boxes/editor", "boxes/sidebar",
-                                                    "boxes/statusbar", "boxes/toolbar",
-                                                    "embedding", "logits"]
+        assert (
+            sorted(bundled)
+            == sorted(fresh)
+            == [
+                "boxes/editor",
+                "boxes/sidebar",
+                "boxes/statusbar",
+                "boxes/toolbar",
+                "embedding",
+                "logits",
+            ]
+        )
         for name, array in fresh.items():
             assert bundled[name].dtype == array.dtype and bundled[name].tobytes() == array.tobytes()
 

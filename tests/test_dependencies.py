@@ -26,12 +26,37 @@ import paritygate
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(paritygate.__file__).resolve().parents[1]
 CORE = {"numpy", "safetensors", "ml_dtypes", "click", "rich", "tomlkit", "scipy"}
-OPTIONAL_DISTRIBUTIONS = {"torch", "mlx", "jax", "jaxlib", "onnxruntime", "numba", "scikit_image",
-                          "matplotlib", "scikit_learn", "silero_vad", "pytest", "hypothesis",
-                          "psutil"}
+OPTIONAL_DISTRIBUTIONS = {
+    "torch",
+    "mlx",
+    "jax",
+    "jaxlib",
+    "onnxruntime",
+    "numba",
+    "scikit_image",
+    "matplotlib",
+    "scikit_learn",
+    "silero_vad",
+    "pytest",
+    "hypothesis",
+    "psutil",
+}
 # module names, as they appear in sys.modules
-OPTIONAL = ("torch", "mlx", "jax", "jaxlib", "onnxruntime", "numba", "skimage", "matplotlib",
-            "sklearn", "silero_vad", "pytest", "hypothesis", "psutil")
+OPTIONAL = (
+    "torch",
+    "mlx",
+    "jax",
+    "jaxlib",
+    "onnxruntime",
+    "numba",
+    "skimage",
+    "matplotlib",
+    "sklearn",
+    "silero_vad",
+    "pytest",
+    "hypothesis",
+    "psutil",
+)
 
 _WALK = """
 import importlib, json, pkgutil, sys
@@ -61,15 +86,22 @@ NEEDED_AT_IMPORT = {"paritygate.pytest_plugin": "pytest"}
 
 
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    }
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess:
     # The test environment's pip drives the new venv (pip --python), which saves seeding pip there.
-    return subprocess.run([sys.executable, "-m", "pip", *args], env=_clean_env(),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +128,16 @@ def core_venv(tmp_path_factory, pytestconfig) -> Path:
 
     cache = getattr(pytestconfig, "cache", None)  # None under -p no:cacheprovider
     wheelhouse = cache.mkdir("core-wheelhouse") if cache is not None else base / "wheelhouse"
-    install = ["--python", str(python), "install", "-q", "--no-index", "--find-links",
-               str(wheelhouse), str(project)]
+    install = [
+        "--python",
+        str(python),
+        "install",
+        "-q",
+        "--no-index",
+        "--find-links",
+        str(wheelhouse),
+        str(project),
+    ]
     done = _pip(*install)
     if done.returncode != 0:
         meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -110,8 +150,9 @@ def core_venv(tmp_path_factory, pytestconfig) -> Path:
 
 
 def _run(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], env=_clean_env(), capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [str(python), *args], env=_clean_env(), capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def test_core_install_has_only_core_dependencies(core_venv):
@@ -128,12 +169,16 @@ def test_every_module_imports_without_extras(core_venv, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert "site-packages" in report["file"], report["file"]  # the installed copy, not the checkout
-    expected_failures = {name: f"ModuleNotFoundError: No module named '{package}'"
-                         for name, package in NEEDED_AT_IMPORT.items()}
+    expected_failures = {
+        name: f"ModuleNotFoundError: No module named '{package}'"
+        for name, package in NEEDED_AT_IMPORT.items()
+    }
     assert report["failed"] == expected_failures
     assert report["after_import"] == []
-    expected = {p.relative_to(SRC).with_suffix("").as_posix().replace("/", ".")
-                for p in (SRC / "paritygate").rglob("*.py")}
+    expected = {
+        p.relative_to(SRC).with_suffix("").as_posix().replace("/", ".")
+        for p in (SRC / "paritygate").rglob("*.py")
+    }
     expected = {m.removesuffix(".__init__") for m in expected if not m.endswith("__main__")}
     assert set(report["imported"]) | set(NEEDED_AT_IMPORT) | {"paritygate"} == expected
     assert "compare" in report["commands"]
@@ -141,16 +186,28 @@ def test_every_module_imports_without_extras(core_venv, tmp_path):
 
 def test_every_command_shows_help_without_extras(core_venv, tmp_path):
     script = core_venv.with_name("paritygate")
-    top = subprocess.run([str(script), "--help"], env=_clean_env(), capture_output=True,
-                         text=True, timeout=60, cwd=tmp_path)
+    top = subprocess.run(
+        [str(script), "--help"],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert top.returncode == 0, top.stderr
     done = _run(core_venv, "-c", _WALK.format(optional=OPTIONAL), cwd=tmp_path)
     commands = json.loads(done.stdout.strip().splitlines()[-1])["commands"]
     assert commands, "the CLI lists no commands"
     for command in commands:
         assert command in top.stdout
-        shown = subprocess.run([str(script), command, "--help"], env=_clean_env(),
-                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        shown = subprocess.run(
+            [str(script), command, "--help"],
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
         assert shown.returncode == 0, (command, shown.stderr[-2000:])
         assert "Usage:" in shown.stdout
 
@@ -159,10 +216,17 @@ def test_compare_and_demo_run_without_extras(core_venv, tmp_path):
     reference = tmp_path / "reference.npz"
     np.savez(reference, logits=np.linspace(-1, 1, 12, dtype=np.float32))
     script = core_venv.with_name("paritygate")
-    same = subprocess.run([str(script), "compare", str(reference), str(reference)],
-                          env=_clean_env(), capture_output=True, text=True, timeout=60)
+    same = subprocess.run(
+        [str(script), "compare", str(reference), str(reference)],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert same.returncode == 0, same.stderr
-    demo = _run(core_venv, "-m", "paritygate.demo", "--out", str(tmp_path / "reports"), cwd=tmp_path)
+    demo = _run(
+        core_venv, "-m", "paritygate.demo", "--out", str(tmp_path / "reports"), cwd=tmp_path
+    )
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
     assert (tmp_path / "reports" / "demo-report.json").exists()
 
@@ -181,11 +245,23 @@ def test_full_environment_import_and_help_load_no_framework(tmp_path):
         "assert code == 0 and after_import == [] and after_help == [], (after_import, after_help)\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     # the check itself can fail: importing a framework shows up
     canary = check.replace("import paritygate\n", "import paritygate, numba\n")
-    done = subprocess.run([sys.executable, "-c", canary], env=env, capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", canary],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode != 0 and "numba" in done.stderr

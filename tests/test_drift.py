@@ -6,13 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from spec_helpers import TINY_SPEC, copy_box_port, make_project
 
 from paritygate.cli import main
 from paritygate.drift import verify
 from paritygate.references import manifest_digest, record
 from paritygate.spec import load_spec
-
-from spec_helpers import TINY_SPEC, copy_box_port, make_project
 
 
 @pytest.fixture()
@@ -26,7 +25,9 @@ def _edit_manifest(spec, change):
     path = spec.references / "manifest.json"
     manifest = json.loads(path.read_text())
     change(manifest)
-    manifest["digest"] = manifest_digest(manifest)  # a consistent manifest, as another machine writes it
+    manifest["digest"] = manifest_digest(
+        manifest
+    )  # a consistent manifest, as another machine writes it
     path.write_text(json.dumps(manifest))
 
 
@@ -44,10 +45,16 @@ def test_tampered_reference_file_is_drift_exit_3(recorded, capsys):
     data[-1] ^= 0x01  # one bit of one stored number
     path.write_bytes(bytes(data))
     result = verify(spec)
-    assert [(d.kind, d.subject) for d in result.drift] == [("reference-file", "outputs/a.safetensors")]
+    assert [(d.kind, d.subject) for d in result.drift] == [
+        ("reference-file", "outputs/a.safetensors")
+    ]
     assert main(["verify", str(recorded)]) == 3
     out = capsys.readouterr().out
-    assert "DRIFT" in out and "outputs/a.safetensors" in out and "does not say the candidate is wrong" in out
+    assert (
+        "DRIFT" in out
+        and "outputs/a.safetensors" in out
+        and "does not say the candidate is wrong" in out
+    )
     # the gate stops at drift: exit 3, not 1, and no claim is judged
     assert main(["gate", str(recorded)]) == 3
     assert "not run: drift" in capsys.readouterr().out
@@ -78,11 +85,15 @@ def test_changed_case_input_is_drift(recorded):
     spec = load_spec(recorded)
     np.savez(spec.cases["b"].path, x=np.ones((3, 8)))
     items = verify(spec).drift
-    assert [(d.kind, d.subject, d.expected) for d in items] == [("case-input", "b", spec.cases["b"].sha256)]
+    assert [(d.kind, d.subject, d.expected) for d in items] == [
+        ("case-input", "b", spec.cases["b"].sha256)
+    ]
 
 
 def test_reference_pins_are_checked_against_what_was_recorded(tmp_path):
-    spec_text = TINY_SPEC + '\n[runners.reference.pins]\nmodel = "tiny"\npreprocess = { scale = 1.0 }\n'
+    spec_text = (
+        TINY_SPEC + '\n[runners.reference.pins]\nmodel = "tiny"\npreprocess = { scale = 1.0 }\n'
+    )
     path = make_project(tmp_path, spec_text)
     record(load_spec(path))
     assert verify(load_spec(path)).passed
@@ -130,7 +141,9 @@ def test_candidate_file_pin(tmp_path):
     import hashlib
 
     digest = hashlib.sha256(b"v1").hexdigest()
-    path = make_project(tmp_path, TINY_SPEC + f'\n[runners.cand.pins.files]\n"weights.bin" = "{digest}"\n')
+    path = make_project(
+        tmp_path, TINY_SPEC + f'\n[runners.cand.pins.files]\n"weights.bin" = "{digest}"\n'
+    )
     record(load_spec(path))
     assert verify(load_spec(path)).passed
     (tmp_path / "weights.bin").write_bytes(b"v2")
@@ -147,7 +160,9 @@ def test_unpinned_provenance_differences_are_information_not_drift(recorded):
     _edit_manifest(spec, older_numpy)
     result = verify(spec)
     assert result.passed
-    assert any("package numpy: recorded 1.26.0" in line and "not pinned" in line for line in result.info)
+    assert any(
+        "package numpy: recorded 1.26.0" in line and "not pinned" in line for line in result.info
+    )
     assert any(line.startswith("cpu: recorded Apple M2 Max") for line in result.info)
 
 
@@ -170,8 +185,14 @@ def test_box_port_reference_pins_in_the_example(tmp_path):
 def test_free_form_pins_of_the_runners_that_ran_travel_with_the_gate_result(tmp_path):
     from paritygate.gate import run_gate
 
-    path = make_project(tmp_path, TINY_SPEC + '\n[runners.cand.pins]\nmodel = "tiny-32"\npreprocess = { dtype = "float32" }\n')
+    path = make_project(
+        tmp_path,
+        TINY_SPEC
+        + '\n[runners.cand.pins]\nmodel = "tiny-32"\npreprocess = { dtype = "float32" }\n',
+    )
     record(load_spec(path))
     result = run_gate(load_spec(path))
     assert result.passed
-    assert result.provenance["runner_pins"] == {"cand": {"model": "tiny-32", "preprocess": {"dtype": "float32"}}}
+    assert result.provenance["runner_pins"] == {
+        "cand": {"model": "tiny-32", "preprocess": {"dtype": "float32"}}
+    }

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from spec_helpers import TINY_SPEC, make_project
 
 from paritygate.equivalence import check_equivalence
 from paritygate.errors import InputError
-
-from spec_helpers import TINY_SPEC, make_project
 
 
 def test_measured_tolerance_passes_the_twin_and_fails_a_planted_bug(tmp_path):
@@ -35,7 +34,9 @@ def test_mlx_outputs_are_evaluated(tmp_path):
 
 
 def test_wrong_oracle_or_unknown_claim_is_an_input_error(tmp_path):
-    spec = make_project(tmp_path, TINY_SPEC.replace('oracle = "equivalence"', 'oracle = "approximation"'))
+    spec = make_project(
+        tmp_path, TINY_SPEC.replace('oracle = "equivalence"', 'oracle = "approximation"')
+    )
     with pytest.raises(InputError, match="answers the approximation question"):
         check_equivalence("y-close", {"y": np.ones(2)}, {"y": np.ones(2)}, spec=spec)
     with pytest.raises(InputError, match="no claim 'nope'"):

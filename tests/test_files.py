@@ -60,7 +60,9 @@ def test_safetensors_round_trip_keeps_dtypes_shapes_and_values(tmp_path):
     path = save_outputs(tmp_path / "out.safetensors", _sample_outputs(), metadata={"model": "m"})
     loaded = flatten_outputs(load_outputs(path))
     original = _sample_outputs()
-    flat = {k: v for k, v in original.items() if k != "boxes"} | {"boxes/editor": original["boxes"]["editor"]}
+    flat = {k: v for k, v in original.items() if k != "boxes"} | {
+        "boxes/editor": original["boxes"]["editor"]
+    }
     assert set(loaded) == set(flat)
     for name, array in flat.items():
         assert loaded[name].dtype == array.dtype, name
@@ -122,8 +124,12 @@ def test_npy_is_named_by_file_stem(tmp_path):
 
 
 def test_json_tree_is_returned_as_a_tree(tmp_path):
-    tree = {"boxes": {"editor": [1, 2, 3, 4]}, "text": "hello", "probs": [[0.1, 0.9]],
-            "nan": float("nan")}
+    tree = {
+        "boxes": {"editor": [1, 2, 3, 4]},
+        "text": "hello",
+        "probs": [[0.1, 0.9]],
+        "nan": float("nan"),
+    }
     path = save_outputs(tmp_path / "out.json", tree)
     loaded = load_outputs(path)
     assert loaded["boxes"] == {"editor": [1, 2, 3, 4]}
@@ -142,9 +148,14 @@ def test_json_duplicate_keys_are_refused_not_silently_dropped(tmp_path):
 
 
 def test_json_save_turns_arrays_into_lists(tmp_path):
-    path = save_outputs(tmp_path / "out.json",
-                        {"a": np.array([[1, 2]], dtype=np.int32), "b": np.float32(0.5),
-                         "c": np.array([1.5], dtype=ml_dtypes.bfloat16)})
+    path = save_outputs(
+        tmp_path / "out.json",
+        {
+            "a": np.array([[1, 2]], dtype=np.int32),
+            "b": np.float32(0.5),
+            "c": np.array([1.5], dtype=ml_dtypes.bfloat16),
+        },
+    )
     assert json.loads(path.read_text()) == {"a": [[1, 2]], "b": 0.5, "c": [1.5]}
 
 
@@ -327,7 +338,11 @@ def test_unknown_extension_missing_file_and_directory(tmp_path):
     odd.write_bytes(b"whatever")
     with pytest.raises(InputError) as exc:
         load_outputs(odd)
-    assert "weights.pt" in _one_line(exc) and ".pt" in _one_line(exc) and ".safetensors" in _one_line(exc)
+    assert (
+        "weights.pt" in _one_line(exc)
+        and ".pt" in _one_line(exc)
+        and ".safetensors" in _one_line(exc)
+    )
     with pytest.raises(InputError) as exc:
         load_outputs(tmp_path / "absent.safetensors")
     assert "absent.safetensors" in _one_line(exc) and "not found" in _one_line(exc)

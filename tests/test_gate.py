@@ -7,13 +7,12 @@ import platform
 
 import numpy as np
 import pytest
+from spec_helpers import TINY_MODEL, TINY_SPEC, copy_box_port, make_project, plant_scale_bug
 
 from paritygate.cli import main
 from paritygate.gate import current_hardware, run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
-
-from spec_helpers import TINY_MODEL, TINY_SPEC, copy_box_port, make_project, plant_scale_bug
 
 
 @pytest.fixture()
@@ -43,15 +42,30 @@ def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_por
     failing = [v for v in result.verdicts if not v.passed]
     assert [(v.claim_id, v.case) for v in failing] == [("panel-edges", "wide_editor")]
     (failure,) = failing[0].failures
-    assert (failure.where, failure.observed, failure.bound, failure.excess) == ("box editor, edge x2", 3.0, 2.0, 1.0)
+    assert (failure.where, failure.observed, failure.bound, failure.excess) == (
+        "box editor, edge x2",
+        3.0,
+        2.0,
+        1.0,
+    )
     assert "actual 303, expected 300" in failure.detail
     deltas = failing[0].evidence["edge_deltas"]
-    assert deltas["editor"]["x2"] == 3 and max(max(d.values()) for d in deltas.values() if d is not deltas["editor"]) <= 2
-    assert all(v.observed <= 2 for v in result.verdicts if v.claim_id == "panel-edges" and v.case != "wide_editor")
+    assert (
+        deltas["editor"]["x2"] == 3
+        and max(max(d.values()) for d in deltas.values() if d is not deltas["editor"]) <= 2
+    )
+    assert all(
+        v.observed <= 2
+        for v in result.verdicts
+        if v.claim_id == "panel-edges" and v.case != "wide_editor"
+    )
     # the command line says the same and exits 1
     assert main(["gate", str(box_port / "parity.toml")]) == 1
     out = capsys.readouterr().out
-    assert "panel-edges · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1" in out
+    assert (
+        "panel-edges · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1"
+        in out
+    )
 
 
 def test_the_30px_gate_hides_the_same_bug(box_port):
@@ -91,7 +105,9 @@ def test_float32_numpy_candidate_both_directions(tmp_path):
 
 
 def test_mlx_candidate_both_directions(tmp_path):
-    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx") + """
+    spec_text = (
+        TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx")
+        + """
 [claims.logits-cosine]
 outputs = ["logits"]
 metric = "cosine"
@@ -99,11 +115,14 @@ bound = 0.99999
 oracle = "equivalence"
 status = "provisional"
 """
+    )
     path = _tiny(tmp_path, spec_text)
     result = run_gate(load_spec(path))
     assert result.passed and {v.claim_id for v in result.verdicts} == {"y-close", "logits-cosine"}
     # a real bug in the MLX port: ReLU where the model has tanh
-    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('return {"y": mx.tanh(logits)', 'return {"y": mx.maximum(logits, 0)'))
+    (tmp_path / "tiny.py").write_text(
+        TINY_MODEL.replace('return {"y": mx.tanh(logits)', 'return {"y": mx.maximum(logits, 0)')
+    )
     result = run_gate(load_spec(path))
     assert not result.passed
     assert {v.claim_id for v in result.verdicts if not v.passed} == {"y-close"}
@@ -121,7 +140,9 @@ def test_extra_output_fails(tmp_path, capsys):
 
 
 def test_missing_output_fails(tmp_path):
-    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_missing").replace('outputs = ["y"]\nmetric', 'outputs = ["*"]\nmetric')
+    spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_missing").replace(
+        'outputs = ["y"]\nmetric', 'outputs = ["*"]\nmetric'
+    )
     path = _tiny(tmp_path, spec_text)
     result = run_gate(load_spec(path))
     assert not result.passed
@@ -144,23 +165,33 @@ def test_missing_output_no_claim_covers_is_an_error_of_the_run(tmp_path):
 
 
 def test_adapter_missing_output_is_said_by_the_cross_adapter_verdict_once(tmp_path):
-    spec_text = TINY_SPEC + """
+    spec_text = (
+        TINY_SPEC
+        + """
 [runners.cand-api]
 role = "adapter"
 adapter_of = "cand"
 callable = "tiny:candidate_missing"
 """
+    )
     path = _tiny(tmp_path, spec_text.replace("tiny:candidate32", "tiny:reference"))
     result = run_gate(load_spec(path))
     assert not result.passed and result.errors == []
     failing = [v for v in result.verdicts if not v.passed]
     assert [(v.claim_id, v.candidate, v.case) for v in failing] == [
-        ("cross-adapter:cand", "cand-api", "a"), ("cross-adapter:cand", "cand-api", "b")]
-    assert all([(f.metric, f.where) for f in v.failures] == [("missing_output", "logits")] for v in failing)
+        ("cross-adapter:cand", "cand-api", "a"),
+        ("cross-adapter:cand", "cand-api", "b"),
+    ]
+    assert all(
+        [(f.metric, f.where) for f in v.failures] == [("missing_output", "logits")] for v in failing
+    )
 
 
 def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "crash" }')
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"',
+        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "crash" }',
+    )
     path = _tiny(tmp_path, spec_text)
     assert main(["gate", str(path)]) == 1
     out = capsys.readouterr().out
@@ -168,7 +199,10 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     assert "fatal: cannot open model weights at /nonexistent/weights.bin" in out
     # the stderr is shown once per failed case, with the run error; the claim verdict points there
     assert out.count("/nonexistent/weights.bin") == 2
-    assert "FAIL y-close · cand · case a: run (runner cand produced no outputs for this case (its run error says why))" in out
+    assert (
+        "FAIL y-close · cand · case a: run (runner cand produced no outputs for this case (its run error says why))"
+        in out
+    )
     result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
     assert any("/nonexistent/weights.bin" in e for e in result["errors"])
     # the same command without the fault passes: the runner itself is sound
@@ -177,13 +211,22 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
 
 
 def test_unparseable_output_fails(tmp_path):
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "garbage" }')
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"',
+        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "garbage" }',
+    )
     result = run_gate(load_spec(_tiny(tmp_path, spec_text)))
-    assert not result.passed and all("unparseable" in e for e in result.errors) and len(result.errors) == 2
+    assert (
+        not result.passed
+        and all("unparseable" in e for e in result.errors)
+        and len(result.errors) == 2
+    )
 
 
 def test_claims_on_other_hardware_are_listed_and_a_run_of_none_fails(tmp_path, capsys):
-    spec_text = TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "m2"') + """
+    spec_text = (
+        TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "m2"')
+        + """
 [hardware.m2]
 system = "Darwin"
 cpu = "Apple M2*"
@@ -196,8 +239,13 @@ oracle = "approximation"
 status = "provisional"
 hardware = "m2"
 """
+    )
     path = _tiny(tmp_path, spec_text)
-    result = run_gate(load_spec(path), hardware=None) if platform.system() != "Darwin" else run_gate(load_spec(path), hardware="any")
+    result = (
+        run_gate(load_spec(path), hardware=None)
+        if platform.system() != "Darwin"
+        else run_gate(load_spec(path), hardware="any")
+    )
     assert not result.passed and result.verdicts == []
     assert sorted(n.claim_id for n in result.not_evaluated) == ["fast", "y-close"]
     assert all("'m2'" in n.reason for n in result.not_evaluated)
@@ -206,14 +254,20 @@ hardware = "m2"
     assert main(["gate", str(path), "--hardware", "any"]) == 1
     out = capsys.readouterr().out
     # listed by name, once; no empty verdict grid
-    assert out.count("fast (holds for hardware class 'm2'") == 1 and out.count("y-close (holds for") == 1
+    assert (
+        out.count("fast (holds for hardware class 'm2'") == 1
+        and out.count("y-close (holds for") == 1
+    )
     assert "┏" not in out and "ERROR no claim was evaluated" in out
     # naming the class evaluates them (the speed claim too: that is a gate run on its hardware)
     assert run_gate(load_spec(path), hardware="m2").verdicts
 
 
 def test_hardware_classes_match_this_machine(tmp_path):
-    spec_text = TINY_SPEC + f'\n[hardware.here]\nsystem = "{platform.system()}"\n\n[hardware.elsewhere]\nsystem = "Plan9"\n'
+    spec_text = (
+        TINY_SPEC
+        + f'\n[hardware.here]\nsystem = "{platform.system()}"\n\n[hardware.elsewhere]\nsystem = "Plan9"\n'
+    )
     spec = load_spec(make_project(tmp_path, spec_text))
     assert current_hardware(spec) == ["any", "here"]
     assert current_hardware(spec, "elsewhere") == ["any", "elsewhere"]
@@ -225,8 +279,16 @@ def test_dataset_claims_accuracy_and_ece(tmp_path):
     w = np.random.default_rng(0).standard_normal((8, 4))
     labels = {name: int(np.argmax(arrays["x"] @ w)) for name, arrays in cases.items()}
     labels["c5"] = (labels["c5"] + 1) % 4  # one case the model gets wrong: accuracy 5/6
-    case_tables = "".join(f'\n[cases.{n}]\npath = "cases/{n}.npz"\nsha256 = "{{sha:{n}}}"\nlabel = {labels[n]}\n' for n in cases)
-    spec_text = TINY_SPEC.split("[cases.a]")[0] + case_tables + "\n[runners.reference]" + TINY_SPEC.split("[runners.reference]")[1] + """
+    case_tables = "".join(
+        f'\n[cases.{n}]\npath = "cases/{n}.npz"\nsha256 = "{{sha:{n}}}"\nlabel = {labels[n]}\n'
+        for n in cases
+    )
+    spec_text = (
+        TINY_SPEC.split("[cases.a]")[0]
+        + case_tables
+        + "\n[runners.reference]"
+        + TINY_SPEC.split("[runners.reference]")[1]
+        + """
 [claims.top1]
 outputs = ["logits"]
 metric = "accuracy"
@@ -242,6 +304,7 @@ oracle = "approximation"
 status = "provisional"
 params = { inputs = "logits", bins = 5 }
 """
+    )
     path = _tiny(tmp_path, spec_text, cases=cases)
     result = run_gate(load_spec(path))
     top1 = next(v for v in result.verdicts if v.claim_id == "top1")
@@ -252,7 +315,9 @@ params = { inputs = "logits", bins = 5 }
     assert not top1.passed and top1.excess == pytest.approx(0.9 - 5 / 6)
 
 
-NOOP_MODEL = TINY_MODEL + '''
+NOOP_MODEL = (
+    TINY_MODEL
+    + """
 
 _calls = {"leaked": False}
 
@@ -272,9 +337,14 @@ def wrapper_leaky(case):
     out = reference_with_state(case)
     _calls["leaked"] = True
     return out
-'''
+"""
+)
 
-NOOP_SPEC = TINY_SPEC.replace("tiny:reference", "tiny:reference_with_state").replace("tiny:candidate32", "tiny:wrapper_noop") + """
+NOOP_SPEC = (
+    TINY_SPEC.replace("tiny:reference", "tiny:reference_with_state").replace(
+        "tiny:candidate32", "tiny:wrapper_noop"
+    )
+    + """
 [claims.wrapper-noop]
 outputs = ["y"]
 metric = "exact"
@@ -283,6 +353,7 @@ oracle = "no-op"
 mode = "paired"
 status = "provisional"
 """
+)
 
 
 def test_paired_noop_claim_both_directions(tmp_path):
@@ -309,10 +380,14 @@ def test_bad_spec_exits_2_and_overwrites_nothing(box_port, capsys):
     for command in ("record", "verify", "gate"):
         assert main([command, str(spec_path)]) == 2
         assert "malformed TOML" in capsys.readouterr().err
-    assert {p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()} == before
+    assert {
+        p: p.read_bytes() for p in (box_port / "references").rglob("*") if p.is_file()
+    } == before
 
 
-ACTIVITY_MODEL = TINY_MODEL + '''
+ACTIVITY_MODEL = (
+    TINY_MODEL
+    + """
 
 import os
 
@@ -321,12 +396,15 @@ def candidate_cached(case):
     out = candidate32(case)
     out["skipped_steps"] = np.asarray(int(os.environ.get("SKIPPED", "6")))
     return out
-'''
+"""
+)
 
 
 def test_activity_band_both_directions(tmp_path, monkeypatch):
     spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_cached").replace(
-        'status = "provisional"', 'status = "provisional"\nactivity = { counter = "skipped_steps", min = 5, max = 7 }')
+        'status = "provisional"',
+        'status = "provisional"\nactivity = { counter = "skipped_steps", min = 5, max = 7 }',
+    )
     path = _tiny(tmp_path, spec_text, modules={"tiny.py": ACTIVITY_MODEL})
     result = run_gate(load_spec(path))
     assert result.passed and result.errors == []  # the counter is not an "extra output"
@@ -349,7 +427,7 @@ def test_example_readme_publishes_the_number_the_gate_enforces(capsys):
     assert "looser than the published" in captured.out + captured.err
 
 
-IMAGE_MODEL = '''
+IMAGE_MODEL = """
 import numpy as np
 from scipy import ndimage
 
@@ -366,7 +444,7 @@ def render_uint8(inputs):
 
 def render_swapped_axes(inputs):
     return {"image": render(inputs)["image"].T}
-'''
+"""
 
 IMAGE_SPEC = """
 format_version = 1
@@ -394,7 +472,9 @@ slice = "0, :, :, 0"
 
 
 def test_output_scope_ssim_with_mapping_and_cast_policy(tmp_path):
-    spec_text = IMAGE_SPEC + """
+    spec_text = (
+        IMAGE_SPEC
+        + """
 [claims.look]
 outputs = ["image"]
 metric = "ssim"
@@ -403,6 +483,7 @@ oracle = "approximation"
 status = "provisional"
 params = { data_range = 2.0 }
 """
+    )
     cases = {"a": {"x": np.linspace(0, 6, 48)}}
     # The mapping slices the candidate's NHWC output to HW and the cast policy casts it to the
     # reference's float64; the candidate's bug is that it returns pixels in 0..255, not [-1, 1].
@@ -411,26 +492,37 @@ params = { data_range = 2.0 }
     (verdict,) = result.verdicts
     assert not verdict.passed and verdict.evidence["image"]["ssim"] < 0.95
     # the candidate fixed to return the same range: passes within quantization noise
-    (tmp_path / "render.py").write_text(IMAGE_MODEL.replace(
-        "(np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)",
-        "((np.clip(image, -1, 1) * 127.5).round() / 127.5)"))
+    (tmp_path / "render.py").write_text(
+        IMAGE_MODEL.replace(
+            "(np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)",
+            "((np.clip(image, -1, 1) * 127.5).round() / 127.5)",
+        )
+    )
     (verdict,) = run_gate(load_spec(path)).verdicts
     assert verdict.passed and 0.95 <= verdict.observed < 1.0
     # a candidate with swapped axes fails the same claim
-    path.write_text(path.read_text().replace('callable = "render:render_uint8"', 'callable = "render:render_swapped_axes"')
-                    .replace('\n[runners.cand.map.image]\nfrom = "image_nhwc"\nslice = "0, :, :, 0"\n', "\n"))
+    path.write_text(
+        path.read_text()
+        .replace('callable = "render:render_uint8"', 'callable = "render:render_swapped_axes"')
+        .replace('\n[runners.cand.map.image]\nfrom = "image_nhwc"\nslice = "0, :, :, 0"\n', "\n")
+    )
     (verdict,) = run_gate(load_spec(path)).verdicts
-    assert not verdict.passed and verdict.failures[0].metric == "ssim" and verdict.failures[0].where == "image"
+    assert (
+        not verdict.passed
+        and verdict.failures[0].metric == "ssim"
+        and verdict.failures[0].where == "image"
+    )
 
 
 def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
     import sys
 
     from spec_helpers import TINY_MODEL
-
     from test_runners import HANGING_MODEL
 
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5')
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5'
+    )
     path = make_project(tmp_path, spec_text, modules={"tiny.py": TINY_MODEL + HANGING_MODEL})
     record(load_spec(path))
     try:
@@ -443,9 +535,20 @@ def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
 
 
 def test_progress_reports_every_runner_and_case_then_done(tmp_path):
-    spec_text = TINY_SPEC + '\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\ncallable = "tiny:candidate32"\n'
+    spec_text = (
+        TINY_SPEC
+        + '\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\ncallable = "tiny:candidate32"\n'
+    )
     path = _tiny(tmp_path, spec_text)
     stages = []
-    result = run_gate(load_spec(path), progress=lambda stage, done, total: stages.append((stage, done, total)))
+    result = run_gate(
+        load_spec(path), progress=lambda stage, done, total: stages.append((stage, done, total))
+    )
     assert result.passed
-    assert stages == [("cand: a", 0, 4), ("cand: b", 1, 4), ("cand-api: a", 2, 4), ("cand-api: b", 3, 4), ("done", 4, 4)]
+    assert stages == [
+        ("cand: a", 0, 4),
+        ("cand: b", 1, 4),
+        ("cand-api: a", 2, 4),
+        ("cand-api: b", 3, 4),
+        ("done", 4, 4),
+    ]

@@ -4,16 +4,15 @@ checks (b) of both orders, byte for byte."""
 from __future__ import annotations
 
 import numpy as np
+from spec_helpers import TINY_SPEC, make_project
 
 from paritygate.gate import run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
 
-from spec_helpers import TINY_SPEC, make_project
-
 # The float64 reference and float32 candidates of spec_helpers' tiny model, with module state the
 # reference reads: what a candidate leaves there changes every later reference run.
-PAIRED_MODEL = '''
+PAIRED_MODEL = """
 import numpy as np
 
 W = np.random.default_rng(0).standard_normal((8, 4))
@@ -55,14 +54,17 @@ def candidate_alternating(case):
     if _state["calls"] % 2 == 0:
         out["y"] = out["y"] + np.float32(1e-3)
     return out
-'''
+"""
 
 PAIRED_SPEC = TINY_SPEC.replace('status = "provisional"', 'mode = "paired"\nstatus = "provisional"')
 
 
 def _project(root, candidate):
-    path = make_project(root, PAIRED_SPEC.replace("tiny:candidate32", f"tiny:{candidate}"),
-                        modules={"tiny.py": PAIRED_MODEL})
+    path = make_project(
+        root,
+        PAIRED_SPEC.replace("tiny:candidate32", f"tiny:{candidate}"),
+        modules={"tiny.py": PAIRED_MODEL},
+    )
     record(load_spec(path))
     return load_spec(path)
 
@@ -74,14 +76,18 @@ def _failures(result):
 def test_paired_equivalence_claim_passes_with_three_runs_per_order(tmp_path):
     result = run_gate(_project(tmp_path, "candidate32"), claims=["y-close"])
     assert result.passed, [f.describe() for f in _failures(result)]
-    assert [(v.case, v.oracle, v.metric) for v in result.verdicts] == [("a", "equivalence", "max_abs"),
-                                                                      ("b", "equivalence", "max_abs")]
+    assert [(v.case, v.oracle, v.metric) for v in result.verdicts] == [
+        ("a", "equivalence", "max_abs"),
+        ("b", "equivalence", "max_abs"),
+    ]
     for verdict in result.verdicts:
         assert 0 < verdict.observed <= 1e-5  # float32 vs float64: measured, not byte-equal
         paired = verdict.evidence["paired"]
         assert paired["run_counts"] == {"baseline": 3, "candidate": 3}
         assert [(c["order"], c["check"], c["exact"]) for c in paired["checks"]] == [
-            ("forward", "b", True), ("reversed", "b", True)]
+            ("forward", "b", True),
+            ("reversed", "b", True),
+        ]
         assert verdict.evidence["reversed_order"]["passed"]
         assert verdict.evidence["y"]["max_abs"] == verdict.observed  # the claim's own evidence
 
@@ -104,7 +110,10 @@ def test_paired_equivalence_claim_fails_a_metric_violation_with_the_metrics_mess
     failures = _failures(result)
     # One failure per case: both orders break the claim the same way, and it is reported once.
     assert [f.metric for f in failures] == ["max_abs", "max_abs"]
-    assert all(f.where.startswith("y at index ") and "elements beyond the bound" in f.detail for f in failures)
+    assert all(
+        f.where.startswith("y at index ") and "elements beyond the bound" in f.detail
+        for f in failures
+    )
     assert all(abs(f.observed - 1e-3) < 1e-5 and f.bound == 1e-5 for f in failures)
     assert all(abs(v.excess - (v.observed - 1e-5)) < 1e-12 for v in result.verdicts)
 
@@ -115,12 +124,14 @@ def test_paired_claim_names_the_reversed_order_when_only_it_breaks_the_claim(tmp
     assert not result.passed
     (verdict,) = result.verdicts
     wheres = [(f.metric, f.where.split(" at index")[0]) for f in verdict.failures]
-    assert wheres == [("max_abs", "reversed order, candidate-before vs baseline, y"),
-                      ("byte_equality", "reversed check b: candidate-after vs candidate-before, y")]
+    assert wheres == [
+        ("max_abs", "reversed order, candidate-before vs baseline, y"),
+        ("byte_equality", "reversed check b: candidate-after vs candidate-before, y"),
+    ]
     assert verdict.observed > 1e-5 and verdict.evidence["reversed_order"]["passed"] is False
 
 
-BOX_MODEL = '''
+BOX_MODEL = """
 import numpy as np
 
 _state = {"leaked": False}
@@ -144,7 +155,7 @@ def port_off(case):
     out = port(case)
     out["boxes/editor"] = out["boxes/editor"] + np.array([0, 0, 0, 3])
     return out
-'''
+"""
 
 BOX_SPEC = """
 format_version = 1
@@ -177,15 +188,22 @@ status = "provisional"
 def test_paired_edge_claim_on_nested_output_names_both_directions(tmp_path):
     verdicts = {}
     for port in ("port", "port_leaky", "port_off"):
-        path = make_project(tmp_path / port, BOX_SPEC.replace("PORT", port), modules={"boxes.py": BOX_MODEL},
-                            cases={"a": {"x": np.zeros(1)}})
+        path = make_project(
+            tmp_path / port,
+            BOX_SPEC.replace("PORT", port),
+            modules={"boxes.py": BOX_MODEL},
+            cases={"a": {"x": np.zeros(1)}},
+        )
         record(load_spec(path))
         (verdicts[port],) = run_gate(load_spec(path)).verdicts
     assert verdicts["port"].passed and verdicts["port"].observed == 2
     leak = verdicts["port_leaky"]
-    assert not leak.passed and leak.observed == 2  # every edge within 2 px, yet the reference changed
+    assert (
+        not leak.passed and leak.observed == 2
+    )  # every edge within 2 px, yet the reference changed
     assert [(f.metric, f.where) for f in leak.failures] == [
-        ("byte_equality", "forward check b: baseline-after vs baseline-before, boxes/question")]
+        ("byte_equality", "forward check b: baseline-after vs baseline-before, boxes/question")
+    ]
     off = verdicts["port_off"]
     assert not off.passed and off.observed == 3
     assert [(f.metric, f.where) for f in off.failures] == [("edge_delta", "box editor, edge y2")]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from spec_helpers import make_project
 
 from paritygate.errors import SpecError
 from paritygate.gate import run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
 
-from spec_helpers import make_project
-
-SEGMENTS_MODEL = '''
+SEGMENTS_MODEL = """
 import numpy as np
 
 
@@ -29,7 +28,7 @@ def shifted(case):
 def one_more(case):
     seg = case.load()["segments"]
     return {"segments": np.concatenate([seg, [[90, 95]]])}
-'''
+"""
 
 SPEC = """
 format_version = 1
@@ -61,9 +60,12 @@ params = { edges = EDGES }
 
 
 def project(tmp_path, candidate, edges='["start", "end"]'):
-    spec = make_project(tmp_path, SPEC.replace("CANDIDATE", candidate).replace("EDGES", edges),
-                        modules={"segs.py": SEGMENTS_MODEL},
-                        cases={"a": {"segments": np.array([[3, 10], [20, 41]], dtype=np.int64)}})
+    spec = make_project(
+        tmp_path,
+        SPEC.replace("CANDIDATE", candidate).replace("EDGES", edges),
+        modules={"segs.py": SEGMENTS_MODEL},
+        cases={"a": {"segments": np.array([[3, 10], [20, 41]], dtype=np.int64)}},
+    )
     return load_spec(spec)
 
 
@@ -77,7 +79,11 @@ def test_segments_within_the_bound_pass_and_a_moved_edge_fails(tmp_path):
     (verdict,) = [v for v in result.verdicts if v.claim_id == "edges"]
     assert not verdict.passed and verdict.observed == 2
     (failure,) = verdict.failures
-    assert (failure.where, failure.observed, failure.bound) == ("element segments/1, edge end", 2.0, 1.0)
+    assert (failure.where, failure.observed, failure.bound) == (
+        "element segments/1, edge end",
+        2.0,
+        1.0,
+    )
     assert "chunks" in failure.detail
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from spec_helpers import make_project
+
 from paritygate.gate import run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
 
-from spec_helpers import make_project
-
-SLEEPY_MODEL = '''
+SLEEPY_MODEL = """
 import itertools
 import time
 
@@ -40,7 +40,7 @@ def drifting(case):
     out = _model(case, 0.003)
     out["y"] = out["y"] + next(_calls) * 1e-3
     return out
-'''
+"""
 
 
 def _spec(candidate: str, metric: str, bound: float) -> str:
@@ -84,8 +84,12 @@ system = "*"
 def _gate(tmp_path, candidate, metric, bound):
     import numpy as np
 
-    path = make_project(tmp_path, _spec(candidate, metric, bound), modules={"sleepy.py": SLEEPY_MODEL},
-                        cases={"a": {"x": np.random.default_rng(1).standard_normal((3, 8))}})
+    path = make_project(
+        tmp_path,
+        _spec(candidate, metric, bound),
+        modules={"sleepy.py": SLEEPY_MODEL},
+        cases={"a": {"x": np.random.default_rng(1).standard_normal((3, 8))}},
+    )
     record(load_spec(path))
     result = run_gate(load_spec(path))
     (speed,) = [v for v in result.verdicts if v.claim_id == "fast"]
@@ -106,7 +110,9 @@ def test_speedup_claim_fails_when_the_candidate_is_not_faster(tmp_path):
     result, speed = _gate(tmp_path, "same_speed", "speedup", 1.3)
     assert not speed.passed and not result.passed
     assert speed.observed < 1.3
-    assert any("no measurable difference" in f.detail or f.metric == "speedup" for f in speed.failures)
+    assert any(
+        "no measurable difference" in f.detail or f.metric == "speedup" for f in speed.failures
+    )
 
 
 def test_latency_claim_needs_enough_samples_and_holds_or_fails_on_the_bound(tmp_path):
@@ -143,12 +149,18 @@ def test_reports_show_the_speed_evidence(tmp_path):
     result, speed = _gate(tmp_path / "floor", "fast", "speedup", 50)
     assert not speed.passed
     markdown = render_markdown(to_jsonable(result))
-    assert f"speedup at case a observed {fmt(speed.observed)} bound 50 short by {fmt(50 - speed.observed)}" in markdown
+    assert (
+        f"speedup at case a observed {fmt(speed.observed)} bound 50 short by {fmt(50 - speed.observed)}"
+        in markdown
+    )
     assert "exceeded by" not in markdown
 
     result, latency = _gate(tmp_path / "lat", "fast", "p50_ms", 1)
     markdown = render_markdown(to_jsonable(result))
     samples = len(latency.evidence["samples_ms"])
-    assert f"`fast` on case `a` (cand): p50_ms {fmt(latency.observed)} ms of {samples} samples" in markdown
+    assert (
+        f"`fast` on case `a` (cand): p50_ms {fmt(latency.observed)} ms of {samples} samples"
+        in markdown
+    )
     assert "exceeded by" in markdown and "short by" not in markdown
     assert "speed samples, bound dashed" in render_html(to_jsonable(result))

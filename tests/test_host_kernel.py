@@ -164,7 +164,9 @@ def test_kernel_disk_cache_key_is_the_same_in_every_process():
     import sys
 
     keys = [
-        subprocess.run([sys.executable, "-c", _CLOSURE_KEY], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", _CLOSURE_KEY], capture_output=True, text=True, check=True
+        ).stdout
         for _ in range(2)
     ]
     assert keys[0].strip() and keys[0] == keys[1]
@@ -204,7 +206,9 @@ def test_worst_k_matches_brute_force(seed, kernel):
         flat[i] -= rng.uniform(0.1, 2.0)
     if seed % 2:
         flat[int(rng.integers(0, flat.size))] = np.nan
-    tol = Tolerance(atol=1e-4, rtol=1e-3, worst_k=int(rng.integers(1, 20)), equal_nan=bool(seed % 3))
+    tol = Tolerance(
+        atol=1e-4, rtol=1e-3, worst_k=int(rng.integers(1, 20)), equal_nan=bool(seed % 3)
+    )
     out = host.compare_arrays(a, e, tol, "x", kernel=kernel)
     got = [(el.index, el.excess) for el in out.worst]
     assert got == brute_force_worst(a, e, tol)
@@ -345,7 +349,9 @@ def test_cosine_of_huge_float64_values(kernel):
     reference = 1 - 2 * (e[3] / 1e200) ** 2 / np.sum((e / 1e200) ** 2)
     out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
     assert out.cosine == pytest.approx(reference, abs=1e-12)
-    assert host.compare_arrays(e, e.copy(), Tolerance(min_cosine=1 - 1e-12), "x", kernel=kernel).passed
+    assert host.compare_arrays(
+        e, e.copy(), Tolerance(min_cosine=1 - 1e-12), "x", kernel=kernel
+    ).passed
 
 
 @pytest.mark.parametrize("kernel", ["numpy", "numba"])

@@ -159,7 +159,18 @@ def test_numpy_and_numba_agree_on_generated_inputs(pair):
     tol = Tolerance(atol=1e-3, rtol=1e-3, max_ulp=2, worst_k=5)
     out_np = host.compare_arrays(a, b, tol, "x", kernel="numpy")
     out_nb = host.compare_arrays(a, b, tol, "x", kernel="numba")
-    keep = ("max_abs", "max_rel", "max_rel_symmetric", "ulp_max", "ulp_nonzero", "ulp_over",
-            "mismatches", "worst", "atol_needed", "rtol_needed", "passed")
+    keep = (
+        "max_abs",
+        "max_rel",
+        "max_rel_symmetric",
+        "ulp_max",
+        "ulp_nonzero",
+        "ulp_over",
+        "mismatches",
+        "worst",
+        "atol_needed",
+        "rtol_needed",
+        "passed",
+    )
     for name in keep:
         assert to_jsonable(getattr(out_np, name)) == to_jsonable(getattr(out_nb, name)), name

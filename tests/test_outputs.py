@@ -16,13 +16,22 @@ def test_nested_dicts_lists_and_tuples_become_paths():
         "layers": [np.ones(2), (np.zeros(2), "tag")],
     }
     leaves = flatten_outputs(tree)
-    assert list(leaves) == ["logits", "boxes/editor", "boxes/viewer", "layers/0", "layers/1/0", "layers/1/1"]
+    assert list(leaves) == [
+        "logits",
+        "boxes/editor",
+        "boxes/viewer",
+        "layers/0",
+        "layers/1/0",
+        "layers/1/1",
+    ]
     assert leaves["boxes/editor"] is boxes
     assert leaves["layers/1/1"] == "tag"
 
 
 def test_rectangular_numeric_lists_are_one_leaf():
-    leaves = flatten_outputs({"grid": [[1, 2, 3], [4, 5, 6]], "mask": [True, False], "flat": (1.5, 2)})
+    leaves = flatten_outputs(
+        {"grid": [[1, 2, 3], [4, 5, 6]], "mask": [True, False], "flat": (1.5, 2)}
+    )
     assert list(leaves) == ["grid", "mask", "flat"]
     assert leaves["grid"].shape == (2, 3) and leaves["grid"].dtype.kind == "i"
     assert leaves["mask"].dtype == bool

@@ -131,8 +131,12 @@ def test_run_counts_reset_calls_and_wall_times_are_recorded():
     assert result.run_counts == {"baseline": 3, "candidate": 3}
     assert len(resets) == 6
     assert [r.role for r in result.runs] == [
-        "baseline-before", "candidate", "baseline-after",
-        "candidate-before", "baseline", "candidate-after",
+        "baseline-before",
+        "candidate",
+        "baseline-after",
+        "candidate-before",
+        "baseline",
+        "candidate-after",
     ]
     assert all(r.wall_s > 0 for r in result.runs)
     assert result.compare_s > 0 and result.overhead > 0
@@ -168,10 +172,24 @@ def test_nan_payloads_signed_zeros_dtypes_shapes_and_missing_outputs_differ():
     found = {
         d.path: d
         for d in byte_differences(
-            {"nan": nan_a, "zero": zeros[0], "dtype": np.ones(2, np.float32), "shape": np.ones(2),
-             "text": "a", "same": np.ones(2), "extra": 1},
-            {"nan": nan_b, "zero": zeros[1], "dtype": np.ones(2), "shape": np.ones(3),
-             "text": "b", "same": np.ones(2), "missing": 1},
+            {
+                "nan": nan_a,
+                "zero": zeros[0],
+                "dtype": np.ones(2, np.float32),
+                "shape": np.ones(2),
+                "text": "a",
+                "same": np.ones(2),
+                "extra": 1,
+            },
+            {
+                "nan": nan_b,
+                "zero": zeros[1],
+                "dtype": np.ones(2),
+                "shape": np.ones(3),
+                "text": "b",
+                "same": np.ones(2),
+                "missing": 1,
+            },
         )
     }
     assert set(found) == {"nan", "zero", "dtype", "shape", "text", "extra", "missing"}
@@ -319,7 +337,10 @@ def test_only_check_b_with_kept_outputs_leaves_check_a_to_the_caller():
 
     result = paired(model, off32, check_a=False, keep_outputs=True)
     assert result, "check (a) is the caller's; both leaked-state checks hold"
-    assert [(c.order, c.check, c.exact) for c in result.checks] == [("forward", "b", True), ("reversed", "b", True)]
+    assert [(c.order, c.check, c.exact) for c in result.checks] == [
+        ("forward", "b", True),
+        ("reversed", "b", True),
+    ]
     assert result.run_counts == {"baseline": 3, "candidate": 3}
     assert sorted(result.outputs) == ["forward", "reversed"]
     assert sorted(result.outputs["forward"]) == ["baseline-after", "baseline-before", "candidate"]
@@ -336,10 +357,16 @@ def test_only_check_b_with_kept_outputs_leaves_check_a_to_the_caller():
 
 
 def test_only_check_b_still_fails_a_leak_and_refuses_a_tolerance():
-    result = paired(model, wrapped(leak=True), check_a=False, keep_outputs=True, orders=("forward",))
+    result = paired(
+        model, wrapped(leak=True), check_a=False, keep_outputs=True, orders=("forward",)
+    )
     assert not result
     (check,) = result.checks
-    assert (check.check, check.actual_run, check.expected_run) == ("b", "baseline-after", "baseline-before")
+    assert (check.check, check.actual_run, check.expected_run) == (
+        "b",
+        "baseline-after",
+        "baseline-before",
+    )
     assert result.outputs["forward"]["candidate"]["latents"].shape == INPUT.shape
     with pytest.raises(InputError, match="metric of check \\(a\\)"):
         paired(model, model, check_a=False, tolerance={"atol": 1e-3})

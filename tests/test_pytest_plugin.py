@@ -10,7 +10,7 @@ from spec_helpers import make_project
 
 pytest_plugins = ["pytester"]
 
-TEST_MODULE = '''
+TEST_MODULE = """
 def test_whole_spec(paritygate_gate):
     result = paritygate_gate("parity.toml")
     assert result.passed and len(result.verdicts) == 2
@@ -19,7 +19,7 @@ def test_whole_spec(paritygate_gate):
 def test_one_claim_one_case(paritygate_claim):
     result = paritygate_claim("parity.toml", "y-close", case="b")
     assert [(v.claim_id, v.case) for v in result.verdicts] == [("y-close", "b")]
-'''
+"""
 
 
 @pytest.fixture
@@ -41,15 +41,19 @@ def test_record_fails_the_run_then_the_gate_passes_and_writes_reports(project):
     _record(project)
     result = project.runpytest("-p", "no:cacheprovider", "--paritygate-reports", "out")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "*= paritygate =*",
-        "parity.toml (all claims) in test_claims.py::test_whole_spec:",
-        "  pass y-close (cand) a: max_abs * (bound 1e-05)",
-        "  pass y-close (cand) b: max_abs * (bound 1e-05)",
-        "parity.toml (claim y-close case b) in test_claims.py::test_one_claim_one_case:",
-        "  pass y-close (cand) b: max_abs * (bound 1e-05)",
-    ])
-    written = sorted(p.relative_to(project.path / "out").as_posix() for p in (project.path / "out").rglob("*.md"))
+    result.stdout.fnmatch_lines(
+        [
+            "*= paritygate =*",
+            "parity.toml (all claims) in test_claims.py::test_whole_spec:",
+            "  pass y-close (cand) a: max_abs * (bound 1e-05)",
+            "  pass y-close (cand) b: max_abs * (bound 1e-05)",
+            "parity.toml (claim y-close case b) in test_claims.py::test_one_claim_one_case:",
+            "  pass y-close (cand) b: max_abs * (bound 1e-05)",
+        ]
+    )
+    written = sorted(
+        p.relative_to(project.path / "out").as_posix() for p in (project.path / "out").rglob("*.md")
+    )
     assert written == [
         "test_claims.py_test_one_claim_one_case/summary.md",
         "test_claims.py_test_whole_spec/summary.md",
@@ -59,35 +63,43 @@ def test_record_fails_the_run_then_the_gate_passes_and_writes_reports(project):
 def test_violated_claim_fails_the_test_with_the_markdown_summary(project):
     _record(project)
     (project.path / "tiny.py").write_text(
-        (project.path / "tiny.py").read_text().replace(
-            "return {\"y\": np.tanh(logits), \"logits\": logits}\n\n\ndef candidate_extra",
-            "return {\"y\": np.tanh(logits) + 1e-3, \"logits\": logits}\n\n\ndef candidate_extra",
+        (project.path / "tiny.py")
+        .read_text()
+        .replace(
+            'return {"y": np.tanh(logits), "logits": logits}\n\n\ndef candidate_extra',
+            'return {"y": np.tanh(logits) + 1e-3, "logits": logits}\n\n\ndef candidate_extra',
         )
     )
     result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "*## ❌ paritygate: FAIL*",
-        "*| ❌ | `y-close` | a | cand | max_abs |*",
-        "  FAIL y-close (cand) a: max_abs *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*## ❌ paritygate: FAIL*",
+            "*| ❌ | `y-close` | a | cand | max_abs |*",
+            "  FAIL y-close (cand) a: max_abs *",
+        ]
+    )
 
 
-UNKNOWN_CLAIM = '''
+UNKNOWN_CLAIM = """
 def test_unknown_claim(paritygate_claim):
     paritygate_claim("parity.toml", "nope")
-'''
+"""
 
 
 def test_missing_references_fail_as_drift_and_spec_errors_in_one_line(project):
     project.makepyfile(test_unknown=UNKNOWN_CLAIM)
     result = project.runpytest("-p", "no:cacheprovider", "-k", "whole_spec or unknown_claim")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "*## ⚠️ paritygate: DRIFT*",
-        "*re-record deliberately with --paritygate-record*",
-    ])
-    result.stdout.fnmatch_lines(["paritygate: *parity.toml: no claim 'nope'; the spec has: y-close"])
+    result.stdout.fnmatch_lines(
+        [
+            "*## ⚠️ paritygate: DRIFT*",
+            "*re-record deliberately with --paritygate-record*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["paritygate: *parity.toml: no claim 'nope'; the spec has: y-close"]
+    )
     assert "Traceback" not in result.stdout.str()
 
 
@@ -111,12 +123,12 @@ params = { blocks = 2, block_size = 10, warmup = 1 }
 system = "*"
 """
 
-SPEED_TEST_MODULE = '''
+SPEED_TEST_MODULE = """
 def test_whole_spec(paritygate_gate):
     result = paritygate_gate("parity.toml")
     assert [(n.claim_id, n.reason) for n in result.not_evaluated] == [
         ("instant", "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite")]
-'''
+"""
 
 
 def test_speed_claims_are_not_evaluated_inside_the_test_suite(pytester):

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from spec_helpers import TINY_MODEL, TINY_SPEC, make_project
 
 from paritygate.errors import DriftError, UserError
 from paritygate.provenance import sha256_file
@@ -20,8 +21,6 @@ from paritygate.references import (
 )
 from paritygate.spec import load_spec
 
-from spec_helpers import TINY_MODEL, TINY_SPEC, make_project
-
 
 @pytest.fixture()
 def tiny(tmp_path):
@@ -33,7 +32,9 @@ def test_record_writes_safetensors_manifest_and_provenance(tiny):
     assert result.written and not result.replaced and result.diff == []
     folder = tiny.references
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["format_version"] == FORMAT_VERSION and manifest["digest"] == manifest_digest(manifest)
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["digest"] == manifest_digest(
+        manifest
+    )
     for rel, digest in manifest["files"].items():
         assert rel.endswith(".safetensors") and sha256_file(folder / rel) == digest
     assert manifest["cases"]["a"]["input_sha256"] == tiny.cases["a"].sha256
@@ -71,10 +72,15 @@ def test_rerecord_shows_a_diff_before_overwriting(tmp_path):
     record(load_spec(path))
     same = record(load_spec(path))
     assert same.replaced and same.diff == []
-    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('"logits": logits}', '"logits": logits + 0.25}', 1))
+    (tmp_path / "tiny.py").write_text(
+        TINY_MODEL.replace('"logits": logits}', '"logits": logits + 0.25}', 1)
+    )
     preview = record(load_spec(path), dry_run=True)
     assert not preview.written
-    assert any("case a: output logits: 12 of 12 elements changed" in line and "0.25" in line for line in preview.diff)
+    assert any(
+        "case a: output logits: 12 of 12 elements changed" in line and "0.25" in line
+        for line in preview.diff
+    )
     # the dry run changed nothing on disk
     assert load_reference(load_spec(path)).manifest == same.manifest
     done = record(load_spec(path))
@@ -86,7 +92,9 @@ def test_failed_record_leaves_the_old_reference_untouched(tmp_path):
     spec = load_spec(path)
     record(spec)
     before = {p.name: p.read_bytes() for p in spec.references.rglob("*") if p.is_file()}
-    crash_on_b = TINY_MODEL + '''
+    crash_on_b = (
+        TINY_MODEL
+        + """
 
 _reference = reference
 
@@ -95,7 +103,8 @@ def reference(case):
     if case.name == "b":
         raise MemoryError("out of memory in layer 2")
     return _reference(case)
-'''
+"""
+    )
     (tmp_path / "tiny.py").write_text(crash_on_b)
     with pytest.raises(RecordError, match="out of memory in layer 2"):
         record(load_spec(path))
@@ -144,8 +153,14 @@ def test_record_refuses_a_case_whose_input_changed(tmp_path):
 
 
 def test_record_refuses_undeclared_outputs(tmp_path):
-    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace('outputs = ["y", "logits"]', 'outputs = ["y"]').replace(
-        'outputs = ["y"]\nmetric', 'outputs = ["y"]\nmetric')))
+    spec = load_spec(
+        make_project(
+            tmp_path,
+            TINY_SPEC.replace('outputs = ["y", "logits"]', 'outputs = ["y"]').replace(
+                'outputs = ["y"]\nmetric', 'outputs = ["y"]\nmetric'
+            ),
+        )
+    )
     with pytest.raises(RecordError, match="not declared.*logits"):
         record(spec)
 
@@ -181,7 +196,10 @@ def test_truncated_safetensors_is_a_drift_error(tiny):
 def test_missing_reference_says_how_to_record(tiny):
     with pytest.raises(DriftError) as info:
         load_reference(tiny)
-    assert "no reference recorded" in info.value.one_line() and "paritygate record" in info.value.one_line()
+    assert (
+        "no reference recorded" in info.value.one_line()
+        and "paritygate record" in info.value.one_line()
+    )
 
 
 def test_record_command_prints_the_diff_before_replacing(tmp_path, capsys):
@@ -190,7 +208,9 @@ def test_record_command_prints_the_diff_before_replacing(tmp_path, capsys):
     path = make_project(tmp_path)
     assert main(["record", str(path)]) == 0
     assert "recorded 2 cases of runner reference" in capsys.readouterr().out
-    (tmp_path / "tiny.py").write_text(TINY_MODEL.replace('"logits": logits}', '"logits": logits * 2}', 1))
+    (tmp_path / "tiny.py").write_text(
+        TINY_MODEL.replace('"logits": logits}', '"logits": logits * 2}', 1)
+    )
     assert main(["record", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "difference against the previous reference" in out and "case b: output logits" in out
@@ -204,10 +224,10 @@ def test_recording_identical_outputs_twice_gives_identical_bytes(tmp_path):
     """References are fingerprinted by sha256: the same outputs must give the same files."""
     import json as _json
 
+    from spec_helpers import make_project
+
     from paritygate.references import record
     from paritygate.spec import load_spec
-
-    from spec_helpers import make_project
 
     spec_path = make_project(tmp_path)
     first = record(load_spec(spec_path))
@@ -230,7 +250,9 @@ def test_provenance_records_the_thread_pools_of_loaded_runtimes(tmp_path, monkey
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     threads = capture(root=tmp_path)["threads"]
     assert threads["OMP_NUM_THREADS"] == "3" and threads["numba"] == numba.get_num_threads()
-    assert {p["api"] for p in threads["native_pools"]} == {p["internal_api"] for p in threadpool_info()}
+    assert {p["api"] for p in threads["native_pools"]} == {
+        p["internal_api"] for p in threadpool_info()
+    }
     assert all(isinstance(p["threads"], int) and p["threads"] >= 1 for p in threads["native_pools"])
     monkeypatch.delitem(sys.modules, "numba")
     assert "numba" not in capture(root=tmp_path)["threads"]
@@ -242,11 +264,21 @@ def test_provenance_records_the_git_revision_and_dirty_flag_of_the_project(tmp_p
     from paritygate.drift import verify
 
     path = make_project(tmp_path)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false"]
+    git = [
+        "git",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.org",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "project"], cwd=tmp_path, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
     spec = load_spec(path)
     record(spec)
     recorded = json.loads((spec.references / "manifest.json").read_text())["provenance"]["git"]

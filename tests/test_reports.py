@@ -23,23 +23,40 @@ from paritygate.results import ClaimVerdict, DriftItem, Failure, GateResult, Not
 
 def _passing(case: str, observed: float = 1.0) -> ClaimVerdict:
     return ClaimVerdict(
-        claim_id="boxes.edge_px", candidate="swift-port", case=case, passed=True,
-        oracle="equivalence", metric="edge_abs", bound=2, unit="px", observed=observed,
+        claim_id="boxes.edge_px",
+        candidate="swift-port",
+        case=case,
+        passed=True,
+        oracle="equivalence",
+        metric="edge_abs",
+        bound=2,
+        unit="px",
+        observed=observed,
         evidence={"edge_deltas": {"question": {"x1": observed, "y1": 0, "x2": 0, "y2": 0}}},
     )
 
 
 def _failing() -> ClaimVerdict:
     return ClaimVerdict(
-        claim_id="boxes.edge_px", candidate="swift-port", case="leetcode_test", passed=False,
-        oracle="equivalence", metric="edge_abs", bound=2, unit="px", observed=9.0, excess=7.0,
+        claim_id="boxes.edge_px",
+        candidate="swift-port",
+        case="leetcode_test",
+        passed=False,
+        oracle="equivalence",
+        metric="edge_abs",
+        bound=2,
+        unit="px",
+        observed=9.0,
+        excess=7.0,
         failures=[
             Failure("edge_abs", 2, 9.0, 7.0, where="editor.x2"),
             Failure("edge_abs", 2, 5.0, 3.0, where="question.y1", detail="outer edge"),
         ],
         evidence={
-            "edge_deltas": {"editor": {"x1": 0, "y1": 1, "x2": 9, "y2": 0},
-                            "question": {"x1": 0, "y1": 5, "x2": 0, "y2": 0}},
+            "edge_deltas": {
+                "editor": {"x1": 0, "y1": 1, "x2": 9, "y2": 0},
+                "question": {"x1": 0, "y1": 5, "x2": 0, "y2": 0},
+            },
             "calibration": {"noise": [0.0, 0.5, 1.0, 0.5, 0.0], "mutation.crop": [3.0, 4.0, 5.0]},
         },
     )
@@ -47,8 +64,14 @@ def _failing() -> ClaimVerdict:
 
 def _cosine() -> ClaimVerdict:
     return ClaimVerdict(
-        claim_id="prob.cosine", candidate="swift-port", case=None, passed=True,
-        oracle="equivalence", metric="cosine", bound=0.97, observed=0.9987,
+        claim_id="prob.cosine",
+        candidate="swift-port",
+        case=None,
+        passed=True,
+        oracle="equivalence",
+        metric="cosine",
+        bound=0.97,
+        observed=0.9987,
     )
 
 
@@ -57,7 +80,9 @@ def mixed() -> GateResult:
     return GateResult(
         spec="parity.toml",
         verdicts=[_passing("receipt"), _failing(), _cosine()],
-        not_evaluated=[NotEvaluated("speed.p50", "hardware class apple-m2, this machine is linux-x86_64")],
+        not_evaluated=[
+            NotEvaluated("speed.p50", "hardware class apple-m2, this machine is linux-x86_64")
+        ],
         drift=[DriftItem("pin", "reference/mlx_vlm", "0.4.3", "0.4.4", "framework version")],
         errors=["runner swift-port crashed on case broken.png\nstderr: segmentation fault | core"],
         started="2026-11-29T14:00:00Z",
@@ -74,9 +99,13 @@ def test_markdown_lists_every_verdict_violation_not_evaluated_drift_and_error(mi
     text = render_markdown(mixed.to_dict())
     assert text.startswith("## ⚠️ paritygate: DRIFT")
     assert "2 of 3 claim verdicts hold · 1 violated · 1 not evaluated · 1 drift · 1 errors" in text
-    rows = [line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")]
+    rows = [
+        line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")
+    ]
     assert len(rows) == 3
-    assert "| ❌ | `boxes.edge_px` | leetcode_test | swift-port | edge_abs | 9 px | 2 px | 7 |" in rows
+    assert (
+        "| ❌ | `boxes.edge_px` | leetcode_test | swift-port | edge_abs | 9 px | 2 px | 7 |" in rows
+    )
     assert "| ✅ | `prob.cosine` | (dataset) | swift-port | cosine | 0.9987 | 0.97 |  |" in rows
     assert "edge_abs at editor.x2 observed 9 bound 2 exceeded by 7" in text
     assert "edge_abs at question.y1 observed 5 bound 2 exceeded by 3 (outer edge)" in text
@@ -94,7 +123,10 @@ def test_markdown_of_a_passing_run_and_of_an_empty_run(passing):
     assert empty.startswith("## ❌ paritygate: FAIL")
     assert "No claim was evaluated" in empty
     # a gate that evaluated none says so once, as its error
-    gated = GateResult(spec="parity.toml", errors=["no claim was evaluated: a run that evaluates none proves nothing"]).to_dict()
+    gated = GateResult(
+        spec="parity.toml",
+        errors=["no claim was evaluated: a run that evaluates none proves nothing"],
+    ).to_dict()
     for text in (render_markdown(gated), render_html(gated)):
         assert text.lower().count("no claim was evaluated") == 1
 
@@ -132,7 +164,10 @@ def test_junit_has_one_testcase_per_claim_and_case(mixed):
         assert int(suite.get("errors")) == sum(c.find("error") is not None for c in inner)
         assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in inner)
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
-        "6", "1", "2", "1"
+        "6",
+        "1",
+        "2",
+        "1",
     )
 
 
@@ -145,23 +180,32 @@ def test_junit_of_an_empty_run_is_an_error_and_control_characters_are_removed():
     assert "\x1b" not in text and "\x00" not in text
     # a result holding nothing at all still fails
     empty = ET.fromstring(render_junit(GateResult(spec="s.toml").to_dict()))
-    assert [e.get("type") for e in empty.iter("error")] == ["empty-run"] and empty.get("errors") == "1"
+    assert [e.get("type") for e in empty.iter("error")] == ["empty-run"] and empty.get(
+        "errors"
+    ) == "1"
 
 
 def test_junit_of_a_gate_that_evaluated_no_claim_says_it_once(tmp_path):
+    from spec_helpers import TINY_SPEC, make_project
+
     from paritygate.gate import run_gate
     from paritygate.references import record
     from paritygate.spec import load_spec
 
-    from spec_helpers import TINY_SPEC, make_project
-
-    path = make_project(tmp_path, TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "elsewhere"')
-                        + '\n[hardware.elsewhere]\nsystem = "Plan9"\n')
+    path = make_project(
+        tmp_path,
+        TINY_SPEC.replace(
+            'status = "provisional"', 'status = "provisional"\nhardware = "elsewhere"'
+        )
+        + '\n[hardware.elsewhere]\nsystem = "Plan9"\n',
+    )
     record(load_spec(path))
     root = ET.fromstring(render_junit(run_gate(load_spec(path)).to_dict()))
     errors = [e.get("message") for e in root.iter("error")]
     assert errors == ["no claim was evaluated: a run that evaluates none proves nothing"]
-    assert [s.get("message") for s in root.iter("skipped")] == ["holds for hardware class 'elsewhere'; this machine is any"]
+    assert [s.get("message") for s in root.iter("skipped")] == [
+        "holds for hardware class 'elsewhere'; this machine is any"
+    ]
 
 
 def _without_data_uris(html: str) -> str:
@@ -201,7 +245,10 @@ def test_html_escapes_names():
 def test_write_all_writes_four_reports_and_json_round_trips(mixed, tmp_path):
     paths = write_all(mixed, tmp_path / "reports")
     assert {k: p.name for k, p in paths.items()} == {
-        "json": "result.json", "markdown": "summary.md", "junit": "junit.xml", "html": "report.html"
+        "json": "result.json",
+        "markdown": "summary.md",
+        "junit": "junit.xml",
+        "html": "report.html",
     }
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
     loaded = load_result(paths["json"])
@@ -211,8 +258,9 @@ def test_write_all_writes_four_reports_and_json_round_trips(mixed, tmp_path):
 
 
 def test_non_finite_observations_survive_the_json_round_trip(tmp_path):
-    verdict = ClaimVerdict("c", "port", "x", False, "equivalence", "max_abs", 1e-3,
-                           observed=float("nan"))
+    verdict = ClaimVerdict(
+        "c", "port", "x", False, "equivalence", "max_abs", 1e-3, observed=float("nan")
+    )
     paths = write_all(GateResult(spec="s.toml", verdicts=[verdict]), tmp_path)
     loaded = load_result(paths["json"])
     assert loaded["verdicts"][0]["observed"] == "nan"
@@ -225,9 +273,14 @@ def test_non_finite_observations_survive_the_json_round_trip(tmp_path):
         ("not json", "not JSON (line 1"),
         ('{"verdicts": []}', "not a paritygate gate result"),
         ("[1, 2]", "not a paritygate gate result"),
-        ('{"format": "paritygate-gate-result", "format_version": 2}', "format_version 2 is not supported"),
-        ('{"format": "paritygate-gate-result", "format_version": 1, "verdicts": [{}]}',
-         "verdicts[0] lacks claim_id"),
+        (
+            '{"format": "paritygate-gate-result", "format_version": 2}',
+            "format_version 2 is not supported",
+        ),
+        (
+            '{"format": "paritygate-gate-result", "format_version": 1, "verdicts": [{}]}',
+            "verdicts[0] lacks claim_id",
+        ),
     ],
 )
 def test_load_result_rejects_other_files(tmp_path, content, message):
@@ -248,8 +301,11 @@ def test_report_command_exit_code_mirrors_the_result(tmp_path, capsys, which, co
     results = {
         "passing": GateResult(spec="p.toml", verdicts=[_passing("receipt")]),
         "failing": GateResult(spec="p.toml", verdicts=[_passing("receipt"), _failing()]),
-        "drift": GateResult(spec="p.toml", verdicts=[_passing("receipt")],
-                            drift=[DriftItem("reference-file", "refs/a.safetensors", "ab", "cd")]),
+        "drift": GateResult(
+            spec="p.toml",
+            verdicts=[_passing("receipt")],
+            drift=[DriftItem("reference-file", "refs/a.safetensors", "ab", "cd")],
+        ),
     }
     source = tmp_path / "run" / "result.json"
     write_all(results[which], source.parent)
@@ -258,7 +314,12 @@ def test_report_command_exit_code_mirrors_the_result(tmp_path, capsys, which, co
     printed = capsys.readouterr().out
     assert "boxes.edge_px" in printed
     assert str(out / "report.html") in printed
-    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "result.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "junit.xml",
+        "report.html",
+        "result.json",
+        "summary.md",
+    ]
 
 
 def test_report_command_bad_input_exits_2(tmp_path, capsys):
@@ -271,7 +332,9 @@ def test_report_command_bad_input_exits_2(tmp_path, capsys):
 def test_markdown_of_a_large_run_stays_comment_sized_with_failures_first():
     items = [_passing(f"case{i:04d}") for i in range(400)] + [_failing()]
     text = render_markdown(GateResult(spec="p.toml", verdicts=items).to_dict())
-    rows = [line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")]
+    rows = [
+        line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")
+    ]
     assert len(rows) == 150
     assert rows[0].startswith("| ❌ | `boxes.edge_px` | leetcode_test |")
     assert "… 251 more verdicts" in text
@@ -285,11 +348,50 @@ def test_terminal_table_fits_80_columns_with_the_excess_in_the_observed_cell():
     from paritygate.results import ClaimVerdict
 
     verdicts = [
-        ClaimVerdict("panel-edges", "port", "wide_editor", False, "equivalence", "max_edge_delta", 2, "px",
-                     observed=3, excess=1),
-        ClaimVerdict("panel-edges", "port", "leetcode", True, "equivalence", "max_edge_delta", 2, "px", observed=2),
-        ClaimVerdict("cross-adapter:port", "port-python", "narrow", True, "cross-adapter", "max_abs", 0, observed=0),
-        ClaimVerdict("logits-cosine", "port", "narrow", False, "equivalence", "cosine", 0.999, observed=0.99, excess=0.009),
+        ClaimVerdict(
+            "panel-edges",
+            "port",
+            "wide_editor",
+            False,
+            "equivalence",
+            "max_edge_delta",
+            2,
+            "px",
+            observed=3,
+            excess=1,
+        ),
+        ClaimVerdict(
+            "panel-edges",
+            "port",
+            "leetcode",
+            True,
+            "equivalence",
+            "max_edge_delta",
+            2,
+            "px",
+            observed=2,
+        ),
+        ClaimVerdict(
+            "cross-adapter:port",
+            "port-python",
+            "narrow",
+            True,
+            "cross-adapter",
+            "max_abs",
+            0,
+            observed=0,
+        ),
+        ClaimVerdict(
+            "logits-cosine",
+            "port",
+            "narrow",
+            False,
+            "equivalence",
+            "cosine",
+            0.999,
+            observed=0.99,
+            excess=0.009,
+        ),
     ]
     console = Console(width=80, record=True, color_system=None)
     console.print(verdict_table(GateResult(spec="parity.toml", verdicts=verdicts).to_dict()))
@@ -315,11 +417,11 @@ def test_cli_console_is_wide_when_piped_and_follows_columns(monkeypatch):
 
 
 def test_gate_command_piped_keeps_every_verdict_on_one_line(tmp_path, capsys, monkeypatch):
+    from spec_helpers import TINY_SPEC, make_project
+
     from paritygate.cli import main
     from paritygate.references import record
     from paritygate.spec import load_spec
-
-    from spec_helpers import TINY_SPEC, make_project
 
     long_id = "y-close-to-the-float64-reference-everywhere"
     path = make_project(tmp_path, TINY_SPEC.replace("[claims.y-close]", f"[claims.{long_id}]"))
@@ -327,11 +429,17 @@ def test_gate_command_piped_keeps_every_verdict_on_one_line(tmp_path, capsys, mo
 
     def rows() -> list[str]:
         assert main(["gate", str(path)]) == 0
-        return [line for line in capsys.readouterr().out.splitlines() if line.startswith(("pass", "FAIL"))]
+        return [
+            line
+            for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("pass", "FAIL"))
+        ]
 
     monkeypatch.delenv("COLUMNS", raising=False)
     piped = rows()
-    assert len(piped) == 2 and all(long_id in r and "cand" in r and "max_abs" in r and "1e-05" in r for r in piped)
+    assert len(piped) == 2 and all(
+        long_id in r and "cand" in r and "max_abs" in r and "1e-05" in r for r in piped
+    )
     monkeypatch.setenv("COLUMNS", "80")  # what rich assumed for every pipe before: names fold
     narrow = rows()
     assert not all("max_abs" in r and "1e-05" in r for r in narrow)

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from spec_helpers import TINY_SPEC, make_project
 
 from paritygate.errors import InputError
 from paritygate.runners import (
@@ -18,15 +19,16 @@ from paritygate.runners import (
 )
 from paritygate.spec import OutputMap, load_spec
 
-from spec_helpers import TINY_SPEC, make_project
-
-SUBPROCESS_SPEC = TINY_SPEC + """
+SUBPROCESS_SPEC = (
+    TINY_SPEC
+    + """
 [runners.cli]
 role = "candidate"
 command = ["{python}", "tiny_cli.py", "{case}", "{out}"]
 format = "npz"
 timeout = 30
 """
+)
 
 
 def _expected(spec, case):
@@ -48,7 +50,9 @@ def test_python_runner_lifecycle_and_outputs(tmp_path):
 
 
 def test_mlx_runner_outputs_become_numpy(tmp_path):
-    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx")))
+    spec = load_spec(
+        make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_mlx"))
+    )
     with make_runner(spec.runners["cand"], spec) as runner:
         result = runner.run(spec.cases["b"])
     assert isinstance(result.outputs["y"], np.ndarray) and result.outputs["y"].dtype == np.float32
@@ -57,7 +61,9 @@ def test_mlx_runner_outputs_become_numpy(tmp_path):
 
 def test_same_module_name_in_two_projects_is_not_confused(tmp_path):
     first = load_spec(make_project(tmp_path / "one"))
-    other_model = {"tiny.py": "import numpy as np\ndef reference(case):\n    return {'y': np.ones(2), 'logits': np.ones(2)}\n"}
+    other_model = {
+        "tiny.py": "import numpy as np\ndef reference(case):\n    return {'y': np.ones(2), 'logits': np.ones(2)}\n"
+    }
     second = load_spec(make_project(tmp_path / "two", modules=other_model))
     with make_runner(first.reference, first) as r:
         a = r.run(first.cases["a"]).outputs["y"]
@@ -67,7 +73,9 @@ def test_same_module_name_in_two_projects_is_not_confused(tmp_path):
 
 
 def test_python_runner_crash_is_a_run_failure_with_traceback(tmp_path):
-    spec = load_spec(make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_crash")))
+    spec = load_spec(
+        make_project(tmp_path, TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_crash"))
+    )
     with make_runner(spec.runners["cand"], spec) as runner:
         with pytest.raises(RunFailure) as info:
             runner.run(spec.cases["a"])
@@ -91,13 +99,16 @@ def test_subprocess_runner_speaks_the_protocol(tmp_path):
 
 
 def test_subprocess_environment_and_json_output(tmp_path):
-    script = '''
+    script = """
 import json, os, sys
 json.dump({"env": {"protocol": int(os.environ["PARITYGATE_PROTOCOL"]), "seed": int(os.environ["PARITYGATE_SEED"])},
            "boxes": {"a": [1, 2, 3, 4]}, "name_len": len(os.environ["PARITYGATE_CASE_NAME"])},
           open(sys.argv[2], "w"))
-'''
-    spec_text = TINY_SPEC + '\n[runners.js]\nrole = "candidate"\ncommand = "{python} js.py {case} {out}"\nseed = 5\n'
+"""
+    spec_text = (
+        TINY_SPEC
+        + '\n[runners.js]\nrole = "candidate"\ncommand = "{python} js.py {case} {out}"\nseed = 5\n'
+    )
     spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": "", "js.py": script}))
     with make_runner(spec.runners["js"], spec) as runner:
         out = runner.run(spec.cases["b"]).outputs
@@ -144,7 +155,14 @@ def test_flatten_tree_names_leaves():
 def test_output_mapping_transpose_slice_cast():
     nhwc = np.arange(2 * 4 * 5 * 3, dtype=np.float64).reshape(2, 4, 5, 3)
     maps = {
-        "image": OutputMap("image", "image_nhwc", transpose=(0, 3, 1, 2), slice=(0, Ellipsis), slice_text="0, ...", cast="float32"),
+        "image": OutputMap(
+            "image",
+            "image_nhwc",
+            transpose=(0, 3, 1, 2),
+            slice=(0, Ellipsis),
+            slice_text="0, ...",
+            cast="float32",
+        ),
     }
     out = apply_maps({"image_nhwc": nhwc, "other": np.ones(2)}, maps)
     assert sorted(out) == ["image", "other"]
@@ -157,12 +175,15 @@ def test_output_mapping_transpose_slice_cast():
 
 
 def test_mapping_declared_in_the_spec_is_applied(tmp_path):
-    module = {"tiny.py": __import__("spec_helpers").TINY_MODEL + '''
+    module = {
+        "tiny.py": __import__("spec_helpers").TINY_MODEL
+        + """
 
 def candidate_nhwc(case):
     out = reference(case)
     return {"y_t": out["y"].T[None], "logits": out["logits"]}
-'''}
+"""
+    }
     spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_nhwc") + (
         '\n[runners.cand.map.y]\nfrom = "y_t"\nslice = "0"\ntranspose = [1, 0]\n'
     )
@@ -192,8 +213,12 @@ def candidate_hang(case):
 def test_in_process_timeout_fails_the_case_and_the_runners_remaining_cases(tmp_path):
     from spec_helpers import TINY_MODEL
 
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5')
-    spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": TINY_MODEL + HANGING_MODEL}))
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"', 'callable = "tiny:candidate_hang"\ntimeout = 0.5'
+    )
+    spec = load_spec(
+        make_project(tmp_path, spec_text, modules={"tiny.py": TINY_MODEL + HANGING_MODEL})
+    )
     try:
         with make_runner(spec.runners["cand"], spec) as runner:
             with pytest.raises(RunFailure) as first:
@@ -203,13 +228,23 @@ def test_in_process_timeout_fails_the_case_and_the_runners_remaining_cases(tmp_p
     finally:
         sys.modules["tiny"].RELEASE.set()
     assert first.value.kind == "timeout" and first.value.case == "a"
-    assert "no result within 0.5 s" in first.value.message and "cannot be stopped" in first.value.message
-    assert second.value.kind == "timeout" and "the call for case a timed out and is still running" in second.value.message
+    assert (
+        "no result within 0.5 s" in first.value.message
+        and "cannot be stopped" in first.value.message
+    )
+    assert (
+        second.value.kind == "timeout"
+        and "the call for case a timed out and is still running" in second.value.message
+    )
 
 
 def test_in_process_watchdog_returns_results_and_crashes_unchanged(tmp_path):
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 30')
-    spec_text += '\n[runners.broken]\nrole = "candidate"\ncallable = "tiny:candidate_crash"\ntimeout = 30\n'
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 30'
+    )
+    spec_text += (
+        '\n[runners.broken]\nrole = "candidate"\ncallable = "tiny:candidate_crash"\ntimeout = 30\n'
+    )
     spec = load_spec(make_project(tmp_path, spec_text))
     with make_runner(spec.runners["cand"], spec) as runner:
         watched = runner.run(spec.cases["a"])
@@ -220,11 +255,13 @@ def test_in_process_watchdog_returns_results_and_crashes_unchanged(tmp_path):
     with make_runner(spec.runners["broken"], spec) as runner:
         with pytest.raises(RunFailure) as info:
             runner.run(spec.cases["a"])
-    assert info.value.kind == "crash" and "weights not loaded: layer 3 missing" in info.value.message
+    assert (
+        info.value.kind == "crash" and "weights not loaded: layer 3 missing" in info.value.message
+    )
     assert "candidate_crash" in info.value.stderr  # the traceback from the worker thread
 
 
-MLX_STATE_MODEL = '''
+MLX_STATE_MODEL = """
 import mlx.core as mx
 import numpy as np
 
@@ -245,16 +282,27 @@ class Model:
 
 def load():
     return Model()
-'''
+"""
 
 
 def test_watched_mlx_runner_keeps_its_lazy_state_on_its_thread(tmp_path):
     """MLX streams are per thread: arrays made at import or by the factory, still lazy, must be
     evaluated on the thread that made them. A watched runner imports, builds and calls on one."""
-    spec_text = TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "mlxstate:candidate_mlx_module_state"\ntimeout = 30')
+    spec_text = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"',
+        'callable = "mlxstate:candidate_mlx_module_state"\ntimeout = 30',
+    )
     spec_text += '\n[runners.built]\nrole = "candidate"\nfactory = "mlxstate:load"\ntimeout = 30\n'
-    spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": __import__("spec_helpers").TINY_MODEL,
-                                                                "mlxstate.py": MLX_STATE_MODEL}))
+    spec = load_spec(
+        make_project(
+            tmp_path,
+            spec_text,
+            modules={
+                "tiny.py": __import__("spec_helpers").TINY_MODEL,
+                "mlxstate.py": MLX_STATE_MODEL,
+            },
+        )
+    )
     outputs = {}
     for name in ("cand", "built"):
         with make_runner(spec.runners[name], spec) as runner:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
+import tomllib
 
 import pytest
-import tomllib
+from spec_helpers import BOX_PORT, TINY_SPEC, make_project
 
 from paritygate.errors import SpecError
 from paritygate.spec import NOOP_STORED_REASON, load_spec, parse_slice, update_claim
-
-from spec_helpers import BOX_PORT, TINY_SPEC, make_project
 
 
 def test_box_port_example_loads_with_every_part():
@@ -22,7 +21,12 @@ def test_box_port_example_loads_with_every_part():
     port = spec.runners["port"]
     assert port.kind == "subprocess" and port.output_format == "json" and port.timeout == 120
     claim = spec.claims["panel-edges"]
-    assert (claim.metric, claim.bound, claim.unit, claim.scope) == ("max_edge_delta", 2.0, "px", "edge")
+    assert (claim.metric, claim.bound, claim.unit, claim.scope) == (
+        "max_edge_delta",
+        2.0,
+        "px",
+        "edge",
+    )
     assert claim.covers("boxes/editor") and not claim.covers("logits")
     assert claim.holds(2) and not claim.holds(3)
     assert spec.reference.pins["preprocess"]["model_size"] == [80, 60]
@@ -51,8 +55,12 @@ def test_malformed_toml_names_file_and_line(tmp_path):
     ],
 )
 def test_unknown_keys_are_rejected_by_name(tmp_path, addition, key):
-    text = _error(tmp_path, TINY_SPEC.replace("format_version = 1\n", "format_version = 1" + addition, 1)
-                  if "colour" in addition else TINY_SPEC + addition)
+    text = _error(
+        tmp_path,
+        TINY_SPEC.replace("format_version = 1\n", "format_version = 1" + addition, 1)
+        if "colour" in addition
+        else TINY_SPEC + addition,
+    )
     assert key in text and "unknown" in text
 
 
@@ -88,7 +96,9 @@ def test_symlink_out_of_the_spec_folder_is_refused(tmp_path):
 
 
 def test_noop_claim_in_stored_mode_is_refused_with_the_reason(tmp_path):
-    spec = TINY_SPEC + """
+    spec = (
+        TINY_SPEC
+        + """
 [claims.wrapper-noop]
 outputs = ["y"]
 metric = "exact"
@@ -97,6 +107,7 @@ oracle = "no-op"
 mode = "stored"
 status = "provisional"
 """
+    )
     text = _error(tmp_path, spec)
     assert "claims.wrapper-noop.mode" in text
     assert NOOP_STORED_REASON in text and "records the script" in text
@@ -106,7 +117,9 @@ status = "provisional"
 
 
 def test_scope_must_agree_with_the_metric(tmp_path):
-    text = _error(tmp_path, TINY_SPEC.replace('metric = "max_abs"', 'metric = "max_abs"\nscope = "dataset"'))
+    text = _error(
+        tmp_path, TINY_SPEC.replace('metric = "max_abs"', 'metric = "max_abs"\nscope = "dataset"')
+    )
     assert "measured per element" in text
 
 
@@ -116,7 +129,9 @@ def test_calibrated_claim_needs_a_basis(tmp_path):
 
 
 def test_speed_claim_must_name_its_hardware_class(tmp_path):
-    spec = TINY_SPEC + """
+    spec = (
+        TINY_SPEC
+        + """
 [claims.fast]
 outputs = ["y"]
 metric = "p50_ms"
@@ -124,11 +139,14 @@ bound = 5
 oracle = "approximation"
 status = "provisional"
 """
+    )
     assert "hardware class" in _error(tmp_path, spec)
 
 
 def test_format_version_is_checked(tmp_path):
-    assert "format_version" in _error(tmp_path, TINY_SPEC.replace("format_version = 1", "format_version = 9"))
+    assert "format_version" in _error(
+        tmp_path, TINY_SPEC.replace("format_version = 1", "format_version = 9")
+    )
 
 
 def test_exactly_one_reference(tmp_path):
@@ -137,7 +155,9 @@ def test_exactly_one_reference(tmp_path):
 
 
 def test_command_runner_needs_case_and_out_placeholders(tmp_path):
-    spec = TINY_SPEC.replace('callable = "tiny:candidate32"', 'command = ["./port", "--input", "x.png"]')
+    spec = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"', 'command = ["./port", "--input", "x.png"]'
+    )
     assert "{out}" in _error(tmp_path, spec)
 
 
@@ -156,9 +176,18 @@ def test_parse_slice():
 
 
 def test_pyproject_table_is_a_spec_and_errors_name_the_table(tmp_path):
-    body = TINY_SPEC.replace("[cases.", "[tool.paritygate.cases.").replace("[runners.", "[tool.paritygate.runners.").replace("[claims.", "[tool.paritygate.claims.")
+    body = (
+        TINY_SPEC.replace("[cases.", "[tool.paritygate.cases.")
+        .replace("[runners.", "[tool.paritygate.runners.")
+        .replace("[claims.", "[tool.paritygate.claims.")
+    )
     head, rest = body.split("[tool.paritygate.cases.a]", 1)
-    text = "[project]\nname = 'demo'\n\n[tool.paritygate]\n" + head.strip() + "\n\n[tool.paritygate.cases.a]" + rest
+    text = (
+        "[project]\nname = 'demo'\n\n[tool.paritygate]\n"
+        + head.strip()
+        + "\n\n[tool.paritygate.cases.a]"
+        + rest
+    )
     path = make_project(tmp_path, text, name="pyproject.toml")
     spec = load_spec(path)
     assert spec.table == ("tool", "paritygate") and "y-close" in spec.claims
@@ -173,8 +202,13 @@ def test_pyproject_table_is_a_spec_and_errors_name_the_table(tmp_path):
 
 
 def test_update_claim_keeps_comments_and_refuses_invalid_edits(tmp_path):
-    path = make_project(tmp_path, "# header comment\n" + TINY_SPEC.replace("bound = 1e-5", "bound = 1e-5  # first guess"))
-    update_claim(path, "y-close", bound=2e-6, status="calibrated", basis={"cases": 2, "measured": "noise"})
+    path = make_project(
+        tmp_path,
+        "# header comment\n" + TINY_SPEC.replace("bound = 1e-5", "bound = 1e-5  # first guess"),
+    )
+    update_claim(
+        path, "y-close", bound=2e-6, status="calibrated", basis={"cases": 2, "measured": "noise"}
+    )
     text = path.read_text()
     assert "# header comment" in text and "# first guess" in text
     claim = load_spec(path).claims["y-close"]
@@ -189,12 +223,29 @@ def test_update_claim_keeps_comments_and_refuses_invalid_edits(tmp_path):
 
 
 def test_command_only_keys_are_refused_on_in_process_runners(tmp_path):
-    text = _error(tmp_path, TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\nenv = { A = "1" }'))
+    text = _error(
+        tmp_path,
+        TINY_SPEC.replace(
+            'callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\nenv = { A = "1" }'
+        ),
+    )
     assert "runners.cand.env" in text and "only meaningful for command runners" in text
 
 
 def test_in_process_timeout_is_opt_in_and_commands_default_to_600_s(tmp_path):
-    spec = load_spec(make_project(tmp_path / "one", TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 5')))
+    spec = load_spec(
+        make_project(
+            tmp_path / "one",
+            TINY_SPEC.replace(
+                'callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 5'
+            ),
+        )
+    )
     assert spec.runners["cand"].timeout == 5 and spec.runners["reference"].timeout is None
-    text = _error(tmp_path / "two", TINY_SPEC.replace('callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 0'))
+    text = _error(
+        tmp_path / "two",
+        TINY_SPEC.replace(
+            'callable = "tiny:candidate32"', 'callable = "tiny:candidate32"\ntimeout = 0'
+        ),
+    )
     assert "runners.cand.timeout" in text and "expected a number of seconds > 0" in text

@@ -42,7 +42,9 @@ def test_keyed_boxes_within_bound_pass_with_evidence():
     result = compare_keyed_boxes(port, REFERENCE_BOXES, max_edge_delta=2, path="boxes")
     assert result and result.failures == []
     assert result.observed_max_delta == pytest.approx(1.5)
-    assert result.edge_deltas["editor"] == pytest.approx({"x1": 1.5, "y1": 1.5, "x2": 1.5, "y2": 1.5})
+    assert result.edge_deltas["editor"] == pytest.approx(
+        {"x1": 1.5, "y1": 1.5, "x2": 1.5, "y2": 1.5}
+    )
     assert _json_round_trip(result)["kind"] == "keyed-boxes"
 
 
@@ -70,17 +72,21 @@ def test_keyed_boxes_missing_and_extra_labels_fail():
     assert not result
     assert result.missing == ["sidebar"] and result.extra == ["popup"]
     assert {(f.metric, f.where) for f in result.failures} == {
-        ("missing_label", "sidebar"), ("extra_label", "popup")}
+        ("missing_label", "sidebar"),
+        ("extra_label", "popup"),
+    }
 
 
 def test_keyed_segments_with_named_edges_and_per_edge_bounds():
     expected = {"speech-1": {"start": 0.50, "end": 1.25}, "speech-2": {"start": 2.0, "end": 3.0}}
     actual = {"speech-1": [0.52, 1.25], "speech-2": [2.0, 3.2]}
-    ok = compare_keyed_boxes(actual, expected, max_edge_delta={"start": 0.05, "end": 0.25},
-                             edge_names=("start", "end"))
+    ok = compare_keyed_boxes(
+        actual, expected, max_edge_delta={"start": 0.05, "end": 0.25}, edge_names=("start", "end")
+    )
     assert ok
-    bad = compare_keyed_boxes(actual, expected, max_edge_delta={"start": 0.05, "end": 0.1},
-                              edge_names=("start", "end"))
+    bad = compare_keyed_boxes(
+        actual, expected, max_edge_delta={"start": 0.05, "end": 0.1}, edge_names=("start", "end")
+    )
     assert [f.where for f in bad.failures] == ["speech-2.end"]
     assert bad.failures[0].excess == pytest.approx(0.1)
 
@@ -95,13 +101,15 @@ def test_keyed_boxes_nan_coordinate_fails():
 
 def test_keyed_boxes_bad_input_is_one_line():
     with pytest.raises(InputError, match="'editor' has 3 coordinates, expected 4"):
-        compare_keyed_boxes({"editor": [1, 2, 3]}, {"editor": [1, 2, 3, 4]}, max_edge_delta=1,
-                            path="boxes")
+        compare_keyed_boxes(
+            {"editor": [1, 2, 3]}, {"editor": [1, 2, 3, 4]}, max_edge_delta=1, path="boxes"
+        )
     with pytest.raises(InputError, match="max_edge_delta must be a finite number"):
         compare_keyed_boxes({}, {}, max_edge_delta=-1)
     with pytest.raises(InputError, match="lacks edges"):
-        compare_keyed_boxes({"a": {"start": 1}}, {"a": [1, 2]}, max_edge_delta=1,
-                            edge_names=("start", "end"))
+        compare_keyed_boxes(
+            {"a": {"start": 1}}, {"a": [1, 2]}, max_edge_delta=1, edge_names=("start", "end")
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +117,9 @@ def test_keyed_boxes_bad_input_is_one_line():
 
 
 def test_box_iou_known_values():
-    iou = box_iou([[0, 0, 10, 10]], [[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30], [0, 0, 0, 0]])
+    iou = box_iou(
+        [[0, 0, 10, 10]], [[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30], [0, 0, 0, 0]]
+    )
     assert iou[0].tolist() == pytest.approx([1.0, 50 / 150, 0.0, 0.0])
     assert box_iou([[3, 3, 3, 3]], [[3, 3, 3, 3]])[0, 0] == 1.0  # identical degenerate boxes
 
@@ -143,8 +153,11 @@ def test_matched_boxes_unmatched_and_edge_failures_are_all_reported():
     result = match_boxes(actual, expected, min_iou=0.5, max_edge_delta=1.0)
     assert not result
     metrics = {(f.metric, f.where) for f in result.failures}
-    assert metrics == {("edge_delta", "expected[0].y2"), ("unmatched_expected", "expected[2]"),
-                       ("unmatched_actual", "actual[2]")}
+    assert metrics == {
+        ("edge_delta", "expected[0].y2"),
+        ("unmatched_expected", "expected[2]"),
+        ("unmatched_actual", "actual[2]"),
+    }
     assert result.unmatched_expected == [2] and result.unmatched_actual == [2]
 
 
@@ -232,9 +245,16 @@ def test_class_decisions_small_noise_passes_every_bound(logits):
     rng = np.random.default_rng(4)
     labels = logits.argmax(axis=1)
     port = logits + rng.standard_normal(logits.shape) * 1e-4
-    result = compare_class_decisions(port, logits, top_k=3, min_topk_agreement=1.0,
-                                     max_prob_drift=1e-3, max_kl=1e-6, labels=labels,
-                                     max_ece_increase=1e-3)
+    result = compare_class_decisions(
+        port,
+        logits,
+        top_k=3,
+        min_topk_agreement=1.0,
+        max_prob_drift=1e-3,
+        max_kl=1e-6,
+        labels=labels,
+        max_ece_increase=1e-3,
+    )
     assert result, result.describe()
     assert result.argmax_agreement == 1.0 and result.topk_agreement == 1.0
     assert 0 < result.max_prob_drift < 1e-3
@@ -247,8 +267,9 @@ def test_class_decisions_flipped_row_fails_each_bound(logits):
     row = 11
     runner_up = int(np.argsort(logits[row])[-2])
     port[row, runner_up] = logits[row].max() + 5  # the port now decides otherwise on one row
-    result = compare_class_decisions(port, logits, top_k=1, min_topk_agreement=1.0,
-                                     max_prob_drift=0.05, max_kl=0.05)
+    result = compare_class_decisions(
+        port, logits, top_k=1, min_topk_agreement=1.0, max_prob_drift=0.05, max_kl=0.05
+    )
     assert not result
     metrics = {f.metric for f in result.failures}
     assert metrics == {"argmax_agreement", "top1_agreement", "prob_drift", "kl_divergence"}
@@ -265,8 +286,9 @@ def test_class_decisions_flipped_row_fails_each_bound(logits):
 def test_topk_agreement_compares_sets_of_classes():
     expected = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
     swapped = np.log(np.array([[0.3, 0.5, 0.15, 0.05]]))  # top-2 set unchanged, top-1 changed
-    result = compare_class_decisions(swapped, expected, min_argmax_agreement=None, top_k=2,
-                                     min_topk_agreement=1.0)
+    result = compare_class_decisions(
+        swapped, expected, min_argmax_agreement=None, top_k=2, min_topk_agreement=1.0
+    )
     assert result and result.argmax_agreement == 0.0
     demoted = np.log(np.array([[0.5, 0.1, 0.15, 0.25]]))
     assert not compare_class_decisions(demoted, expected, top_k=2, min_topk_agreement=1.0)
@@ -299,10 +321,14 @@ def test_expected_calibration_error_known_value():
 
 def test_ece_increase_fails_an_overconfident_port(logits):
     rng = np.random.default_rng(5)
-    labels = np.where(rng.random(len(logits)) < 0.7, logits.argmax(axis=1), rng.integers(0, 10, len(logits)))
+    labels = np.where(
+        rng.random(len(logits)) < 0.7, logits.argmax(axis=1), rng.integers(0, 10, len(logits))
+    )
     calibrated = compare_class_decisions(logits, logits, labels=labels, max_ece_increase=0.0)
     assert calibrated and calibrated.ece_increase == 0.0
-    overconfident = compare_class_decisions(logits * 4, logits, labels=labels, max_ece_increase=0.01)
+    overconfident = compare_class_decisions(
+        logits * 4, logits, labels=labels, max_ece_increase=0.01
+    )
     assert not overconfident
     (failure,) = overconfident.failures
     assert failure.metric == "ece_increase" and failure.observed > 0.01
@@ -329,21 +355,26 @@ def image():
 
 
 def test_images_identical_and_close_pass(image):
-    same = compare_images(image, image, data_range=255, min_ssim=0.999, min_psnr=60,
-                          channel_axis=-1)
+    same = compare_images(
+        image, image, data_range=255, min_ssim=0.999, min_psnr=60, channel_axis=-1
+    )
     assert same and same.ssim == pytest.approx(1.0) and same.psnr == math.inf
     assert _json_round_trip(same)["psnr"] == "inf"
-    noisy = np.clip(image.astype(int) + np.random.default_rng(0).integers(-1, 2, image.shape), 0, 255)
-    result = compare_images(noisy.astype(np.uint8), image, data_range=255, min_ssim=0.95,
-                            min_psnr=40, channel_axis=-1)
+    noisy = np.clip(
+        image.astype(int) + np.random.default_rng(0).integers(-1, 2, image.shape), 0, 255
+    )
+    result = compare_images(
+        noisy.astype(np.uint8), image, data_range=255, min_ssim=0.95, min_psnr=40, channel_axis=-1
+    )
     assert result, result.describe()
 
 
 def test_images_planted_artifact_fails_both_bounds(image):
     broken = image.copy()
     broken[10:30, 10:30] = 0  # a black patch, as from a wrong tile
-    result = compare_images(broken, image, data_range=255, min_ssim=0.95, min_psnr=30,
-                            channel_axis=-1, path="frame")
+    result = compare_images(
+        broken, image, data_range=255, min_ssim=0.95, min_psnr=30, channel_axis=-1, path="frame"
+    )
     assert not result
     assert {f.metric for f in result.failures} == {"ssim", "psnr"}
     psnr = next(f for f in result.failures if f.metric == "psnr")

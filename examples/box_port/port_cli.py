@@ -12,7 +12,6 @@ import json
 import sys
 
 import numpy as np
-
 from port_detector import detect_image
 
 

@@ -48,7 +48,9 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
 
 
-def detect_image(image: np.ndarray, *, threshold: float = THRESHOLD) -> dict[str, dict[str, list[int]]]:
+def detect_image(
+    image: np.ndarray, *, threshold: float = THRESHOLD
+) -> dict[str, dict[str, list[int]]]:
     small, scale_x, scale_y = preprocess(image)
     mask = smooth(small, SIGMA) > threshold
     panels = []

@@ -105,8 +105,9 @@ def provenance(case) -> dict:
     from paritygate.bench import input_fingerprint
 
     try:
-        revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
-                                  text=True, check=True).stdout.strip()
+        revision = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         revision = "unknown"
     cpu = platform.processor() or platform.machine()
@@ -118,15 +119,20 @@ def provenance(case) -> dict:
     except OSError:
         pass
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "source_revision": revision, "machine": cpu, "platform": platform.platform(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "source_revision": revision,
+        "machine": cpu,
+        "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": {p: version(p) for p in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy")},
         "torch_threads": __import__("torch").get_num_threads(),
         "onnxruntime_threads": "intra 1, inter 1",
         "workload": "streaming, 1 chunk of 512 samples at 16 kHz per call, state kept",
         "input_sha256": input_fingerprint({"chunks": case}),
-        "shapes": "(1, 512) per call", "batching": "none", "dtype": "float32", "device": "cpu",
+        "shapes": "(1, 512) per call",
+        "batching": "none",
+        "dtype": "float32",
+        "device": "cpu",
         "sync": ".item() / mx.eval + float() / host arrays",
         "command": "python bench.py " + " ".join(sys.argv[1:]),
     }
@@ -145,37 +151,57 @@ def main(argv: list[str] | None = None) -> int:
     case = next(c for c in vad_gate.load_cases() if c.name == "clean_speech")
     chunks = case.samples[: (case.samples.size // 512) * 512].reshape(-1, 512).copy()
     # Each candidate's outputs are checked in every block against its own max-abs claim.
-    bounds = {"mlx": vad_gate.claim_bound("probability-max-abs"),
-              "onnxruntime": vad_gate.claim_bound("onnx-probability-max-abs")}
+    bounds = {
+        "mlx": vad_gate.claim_bound("probability-max-abs"),
+        "onnxruntime": vad_gate.claim_bound("onnx-probability-max-abs"),
+    }
     runners.torchscript_model()  # importing silero_vad sets torch to one thread, as shipped
     prov = provenance(chunks)
     print(json.dumps(prov, indent=1))
 
     file_results = []
     for run in range(args.runs):
-        for name, fn in (("mlx", lambda it: runners.mlx_probabilities(case.samples, case.rate)),
-                         ("onnxruntime",
-                          lambda it: runners.onnx_probabilities(case.samples, case.rate))):
+        for name, fn in (
+            ("mlx", lambda it: runners.mlx_probabilities(case.samples, case.rate)),
+            ("onnxruntime", lambda it: runners.onnx_probabilities(case.samples, case.rate)),
+        ):
             result = run_bench(
-                lambda it: runners.reference_probabilities(case.samples, case.rate), fn,
+                lambda it: runners.reference_probabilities(case.samples, case.rate),
+                fn,
                 workload=f"whole file ({chunks.shape[0]} chunks), torchscript vs {name}",
-                blocks=args.blocks, block_size=3, warmup=2, sync=lambda value: None,
+                blocks=args.blocks,
+                block_size=3,
+                warmup=2,
+                sync=lambda value: None,
                 check_outputs=lambda a, b, bound=bounds[name]: (
-                    a.shape == b.shape and float(np.abs(a - b).max()) <= bound),
-                provenance={**prov, "candidate": name, "run": run,
-                            "workload": "whole file, 1 call per case"})
+                    a.shape == b.shape and float(np.abs(a - b).max()) <= bound
+                ),
+                provenance={
+                    **prov,
+                    "candidate": name,
+                    "run": run,
+                    "workload": "whole file, 1 call per case",
+                },
+            )
             file_results.append(result)
             b, c = result.baseline.summary(), result.candidate.summary()
-            print(f"run {run} file {name:<12} torchscript p50 {b['p50_s'] * 1e3:.1f} ms | {name} "
-                  f"p50 {c['p50_s'] * 1e3:.1f} ms | {result.verdict}")
+            print(
+                f"run {run} file {name:<12} torchscript p50 {b['p50_s'] * 1e3:.1f} ms | {name} "
+                f"p50 {c['p50_s'] * 1e3:.1f} ms | {result.verdict}"
+            )
     file_summary = {}
     for name in ("torchscript", "mlx", "onnxruntime"):
-        sides = [r.baseline if name == "torchscript" else r.candidate for r in file_results
-                 if name == "torchscript" or r.provenance["candidate"] == name]
+        sides = [
+            r.baseline if name == "torchscript" else r.candidate
+            for r in file_results
+            if name == "torchscript" or r.provenance["candidate"] == name
+        ]
         p50 = [s.summary()["p50_s"] * 1e3 for s in sides]
-        file_summary[name] = {"p50_ms": [round(v, 2) for v in p50],
-                              "p50_ms_median": round(float(np.median(p50)), 1),
-                              "p50_ms_spread": round(max(p50) - min(p50), 1)}
+        file_summary[name] = {
+            "p50_ms": [round(v, 2) for v in p50],
+            "p50_ms_median": round(float(np.median(p50)), 1),
+            "p50_ms_spread": round(max(p50) - min(p50), 1),
+        }
     print(json.dumps({"whole_file_ms": file_summary}, indent=1))
 
     results = []
@@ -183,40 +209,70 @@ def main(argv: list[str] | None = None) -> int:
         for name, make in (("mlx", mlx_stream), ("onnxruntime", onnx_stream)):
             base, cand = torchscript_stream(chunks), make(chunks)
             result = run_bench(
-                base.step, cand.step, workload=f"per-chunk latency, torchscript vs {name}",
-                blocks=args.blocks, block_size=args.block_size, warmup=10,
+                base.step,
+                cand.step,
+                workload=f"per-chunk latency, torchscript vs {name}",
+                blocks=args.blocks,
+                block_size=args.block_size,
+                warmup=10,
                 sync=lambda value: None,  # each call returns a host float: already synchronized
                 check_outputs=lambda a, b, bound=bounds[name]: abs(a - b) <= bound,
-                provenance={**prov, "candidate": name, "run": run})
+                provenance={**prov, "candidate": name, "run": run},
+            )
             results.append(result)
             b, c = result.baseline.summary(), result.candidate.summary()
-            print(f"run {run} {name:<12} torchscript p50 {b['p50_s'] * 1e3:.3f} ms "
-                  f"p90 {b['p90_s'] * 1e3:.3f} ms | {name} p50 {c['p50_s'] * 1e3:.3f} ms "
-                  f"p90 {c['p90_s'] * 1e3:.3f} ms | {result.verdict}")
+            print(
+                f"run {run} {name:<12} torchscript p50 {b['p50_s'] * 1e3:.3f} ms "
+                f"p90 {b['p90_s'] * 1e3:.3f} ms | {name} p50 {c['p50_s'] * 1e3:.3f} ms "
+                f"p90 {c['p90_s'] * 1e3:.3f} ms | {result.verdict}"
+            )
     summary = {}
     for name in ("torchscript", "mlx", "onnxruntime"):
-        sides = [r.baseline if name == "torchscript" else r.candidate for r in results
-                 if name == "torchscript" or r.provenance["candidate"] == name]
+        sides = [
+            r.baseline if name == "torchscript" else r.candidate
+            for r in results
+            if name == "torchscript" or r.provenance["candidate"] == name
+        ]
         p50 = [s.summary()["p50_s"] * 1e3 for s in sides]
         p90 = [s.summary()["p90_s"] * 1e3 for s in sides]
-        summary[name] = {"p50_ms": [round(v, 4) for v in p50], "p90_ms": [round(v, 4) for v in p90],
-                         "p50_ms_median": round(float(np.median(p50)), 3),
-                         "p50_ms_spread": round(max(p50) - min(p50), 3),
-                         "p90_ms_median": round(float(np.median(p90)), 3),
-                         "p90_ms_spread": round(max(p90) - min(p90), 3)}
-    speedups = {name: [round(r.speedup, 3) for r in results
-                       if r.provenance["candidate"] == name] for name in ("mlx", "onnxruntime")}
+        summary[name] = {
+            "p50_ms": [round(v, 4) for v in p50],
+            "p90_ms": [round(v, 4) for v in p90],
+            "p50_ms_median": round(float(np.median(p50)), 3),
+            "p50_ms_spread": round(max(p50) - min(p50), 3),
+            "p90_ms_median": round(float(np.median(p90)), 3),
+            "p90_ms_spread": round(max(p90) - min(p90), 3),
+        }
+    speedups = {
+        name: [round(r.speedup, 3) for r in results if r.provenance["candidate"] == name]
+        for name in ("mlx", "onnxruntime")
+    }
     print(json.dumps({"summary_ms": summary, "speedup_vs_torchscript": speedups}, indent=1))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "format": "silero-vad-mlx-bench", "provenance": prov, "summary_ms": summary,
-            "speedup_vs_torchscript": speedups, "whole_file_ms": file_summary,
-            "whole_file_speedup_vs_torchscript": {
-                name: [round(r.speedup, 3) for r in file_results
-                       if r.provenance["candidate"] == name] for name in ("mlx", "onnxruntime")},
-            "results": [r.to_dict() for r in results],
-            "whole_file_results": [r.to_dict() for r in file_results]}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "format": "silero-vad-mlx-bench",
+                    "provenance": prov,
+                    "summary_ms": summary,
+                    "speedup_vs_torchscript": speedups,
+                    "whole_file_ms": file_summary,
+                    "whole_file_speedup_vs_torchscript": {
+                        name: [
+                            round(r.speedup, 3)
+                            for r in file_results
+                            if r.provenance["candidate"] == name
+                        ]
+                        for name in ("mlx", "onnxruntime")
+                    },
+                    "results": [r.to_dict() for r in results],
+                    "whole_file_results": [r.to_dict() for r in file_results],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -21,19 +21,34 @@ from runners import gate_outputs, read_wav  # noqa: E402
 from vad_mlx import UnsupportedSampleRate, load, resolve_rate  # noqa: E402
 
 
-def analyse(path: str | Path, threshold: float = 0.5, min_speech_duration_ms: int = 250,
-            min_silence_duration_ms: int = 100, speech_pad_ms: int = 30) -> dict:
+def analyse(
+    path: str | Path,
+    threshold: float = 0.5,
+    min_speech_duration_ms: int = 250,
+    min_silence_duration_ms: int = 100,
+    speech_pad_ms: int = 30,
+) -> dict:
     """What the CLI writes, as a dict (also used by the Python API tests)."""
     rate, samples = read_wav(path)
     native, step = resolve_rate(rate)
     probs = load().probabilities(samples, rate)
     timestamps = get_speech_timestamps(
-        probs, sampling_rate=native, threshold=threshold,
+        probs,
+        sampling_rate=native,
+        threshold=threshold,
         min_speech_duration_ms=min_speech_duration_ms,
-        min_silence_duration_ms=min_silence_duration_ms, speech_pad_ms=speech_pad_ms,
-        audio_length_samples=-(-samples.size // step), step=step)
-    return {"file": Path(path).name, "sample_rate": rate, "model_rate": native,
-            "probabilities": [float(p) for p in probs], "timestamps": timestamps}
+        min_silence_duration_ms=min_silence_duration_ms,
+        speech_pad_ms=speech_pad_ms,
+        audio_length_samples=-(-samples.size // step),
+        step=step,
+    )
+    return {
+        "file": Path(path).name,
+        "sample_rate": rate,
+        "model_rate": native,
+        "probabilities": [float(p) for p in probs],
+        "timestamps": timestamps,
+    }
 
 
 def gate_result(path: str | Path) -> dict:
@@ -51,17 +66,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-speech-ms", type=int, default=250)
     parser.add_argument("--min-silence-ms", type=int, default=100)
     parser.add_argument("--speech-pad-ms", type=int, default=30)
-    parser.add_argument("--gate-outputs", action="store_true",
-                        help="write the parity gate's outputs instead, as safetensors: "
-                             "probabilities, segments ([start chunk, end chunk] rows) and "
-                             "timestamps ([start, end] sample rows)")
+    parser.add_argument(
+        "--gate-outputs",
+        action="store_true",
+        help="write the parity gate's outputs instead, as safetensors: "
+        "probabilities, segments ([start chunk, end chunk] rows) and "
+        "timestamps ([start, end] sample rows)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.gate_outputs:
             result = gate_result(args.wav)
         else:
-            result = analyse(args.wav, args.threshold, args.min_speech_ms, args.min_silence_ms,
-                             args.speech_pad_ms)
+            result = analyse(
+                args.wav,
+                args.threshold,
+                args.min_speech_ms,
+                args.min_silence_ms,
+                args.speech_pad_ms,
+            )
     except (UnsupportedSampleRate, ValueError, OSError, EOFError) as exc:
         print(f"cli.py: {args.wav}: {exc}", file=sys.stderr)
         return 2

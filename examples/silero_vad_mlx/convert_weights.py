@@ -37,21 +37,23 @@ EXPECTED_SHAPES = {
     "8k.encoder.0.reparam_conv.weight": (128, 65, 3),
 }
 for _rate in ("16k", "8k"):
-    EXPECTED_SHAPES.update({
-        f"{_rate}.encoder.0.reparam_conv.bias": (128,),
-        f"{_rate}.encoder.1.reparam_conv.weight": (64, 128, 3),
-        f"{_rate}.encoder.1.reparam_conv.bias": (64,),
-        f"{_rate}.encoder.2.reparam_conv.weight": (64, 64, 3),
-        f"{_rate}.encoder.2.reparam_conv.bias": (64,),
-        f"{_rate}.encoder.3.reparam_conv.weight": (128, 64, 3),
-        f"{_rate}.encoder.3.reparam_conv.bias": (128,),
-        f"{_rate}.decoder.rnn.weight_ih": (512, 128),
-        f"{_rate}.decoder.rnn.weight_hh": (512, 128),
-        f"{_rate}.decoder.rnn.bias_ih": (512,),
-        f"{_rate}.decoder.rnn.bias_hh": (512,),
-        f"{_rate}.decoder.decoder.2.weight": (1, 128, 1),
-        f"{_rate}.decoder.decoder.2.bias": (1,),
-    })
+    EXPECTED_SHAPES.update(
+        {
+            f"{_rate}.encoder.0.reparam_conv.bias": (128,),
+            f"{_rate}.encoder.1.reparam_conv.weight": (64, 128, 3),
+            f"{_rate}.encoder.1.reparam_conv.bias": (64,),
+            f"{_rate}.encoder.2.reparam_conv.weight": (64, 64, 3),
+            f"{_rate}.encoder.2.reparam_conv.bias": (64,),
+            f"{_rate}.encoder.3.reparam_conv.weight": (128, 64, 3),
+            f"{_rate}.encoder.3.reparam_conv.bias": (128,),
+            f"{_rate}.decoder.rnn.weight_ih": (512, 128),
+            f"{_rate}.decoder.rnn.weight_hh": (512, 128),
+            f"{_rate}.decoder.rnn.bias_ih": (512,),
+            f"{_rate}.decoder.rnn.bias_hh": (512,),
+            f"{_rate}.decoder.decoder.2.weight": (1, 128, 1),
+            f"{_rate}.decoder.decoder.2.bias": (1,),
+        }
+    )
 
 
 def torchscript_path() -> Path:
@@ -67,8 +69,10 @@ def torchscript_path() -> Path:
 def map_name(torch_name: str) -> str:
     for old, new in PREFIXES.items():
         if torch_name.startswith(old):
-            return new + torch_name[len(old):]
-    raise ValueError(f"unexpected TorchScript tensor {torch_name!r}: no known prefix {list(PREFIXES)}")
+            return new + torch_name[len(old) :]
+    raise ValueError(
+        f"unexpected TorchScript tensor {torch_name!r}: no known prefix {list(PREFIXES)}"
+    )
 
 
 def convert(jit_path: Path) -> dict[str, np.ndarray]:
@@ -104,14 +108,24 @@ def write(converted: dict[str, np.ndarray], jit_path: Path) -> dict:
 
     WEIGHTS_PATH.parent.mkdir(parents=True, exist_ok=True)
     tmp = WEIGHTS_PATH.with_suffix(".tmp")
-    save_file(converted, str(tmp), metadata={"source": "silero_vad/data/silero_vad.jit",
-                                             "layout": "pytorch (Cout, Cin, K) for convolutions"})
+    save_file(
+        converted,
+        str(tmp),
+        metadata={
+            "source": "silero_vad/data/silero_vad.jit",
+            "layout": "pytorch (Cout, Cin, K) for convolutions",
+        },
+    )
     os.replace(tmp, WEIGHTS_PATH)
     manifest = {
         "file": WEIGHTS_PATH.name,
         "sha256": sha256_file(WEIGHTS_PATH),
-        "source": {"package": "silero-vad", "version": version("silero-vad"),
-                   "file": "silero_vad/data/silero_vad.jit", "sha256": sha256_file(jit_path)},
+        "source": {
+            "package": "silero-vad",
+            "version": version("silero-vad"),
+            "file": "silero_vad/data/silero_vad.jit",
+            "sha256": sha256_file(jit_path),
+        },
         "converted_with": {"torch": version("torch")},
         "tensors": {name: list(array.shape) for name, array in sorted(converted.items())},
     }
@@ -121,8 +135,11 @@ def write(converted: dict[str, np.ndarray], jit_path: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare a fresh conversion with the committed file instead of writing")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare a fresh conversion with the committed file instead of writing",
+    )
     args = parser.parse_args(argv)
     jit_path = torchscript_path()
     converted = convert(jit_path)
@@ -130,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         from safetensors.numpy import load_file
 
         stored = load_file(str(WEIGHTS_PATH))
-        bad = [n for n in converted if n not in stored or not np.array_equal(stored[n], converted[n])]
+        bad = [
+            n for n in converted if n not in stored or not np.array_equal(stored[n], converted[n])
+        ]
         if bad or set(stored) != set(converted):
             print(f"{WEIGHTS_PATH} differs from {jit_path}: {bad}")
             return 1

@@ -111,33 +111,55 @@ def layout(parts: list[tuple[str, float]], voice: str, speed: int, gain: float) 
 def build_cases() -> dict[str, tuple[np.ndarray, int]]:
     cases: dict[str, tuple[np.ndarray, int]] = {}
 
-    clean = layout([("gap", 0.6), ("say", SENTENCES[0]), ("gap", 0.8), ("say", SENTENCES[1]),
-                    ("gap", 0.5)], "en-us", 160, gain=0.5)
+    clean = layout(
+        [("gap", 0.6), ("say", SENTENCES[0]), ("gap", 0.8), ("say", SENTENCES[1]), ("gap", 0.5)],
+        "en-us",
+        160,
+        gain=0.5,
+    )
     clean += 0.003 * pink_noise(np.random.default_rng(1), clean.size)
     cases["clean_speech"] = (clean, RATE)
 
     # Quiet speech under loud pink noise: many chunks land near the 0.5 threshold.
-    noisy = layout([("gap", 0.4), ("say", SENTENCES[2]), ("gap", 0.7), ("say", SENTENCES[3]),
-                    ("gap", 0.4)], "en", 170, gain=0.12)
+    noisy = layout(
+        [("gap", 0.4), ("say", SENTENCES[2]), ("gap", 0.7), ("say", SENTENCES[3]), ("gap", 0.4)],
+        "en",
+        170,
+        gain=0.12,
+    )
     noisy += 0.045 * pink_noise(np.random.default_rng(2), noisy.size)
     cases["noisy_near_threshold"] = (noisy, RATE)
 
     # Short pauses inside speech exercise min_silence_duration_ms and the padding merge.
-    choppy = layout([("gap", 0.3), ("say", "one"), ("gap", 0.12), ("say", "two"), ("gap", 0.35),
-                     ("say", "three four"), ("gap", 0.09), ("say", SENTENCES[4]), ("gap", 0.6)],
-                    "en-gb", 150, gain=0.4)
+    choppy = layout(
+        [
+            ("gap", 0.3),
+            ("say", "one"),
+            ("gap", 0.12),
+            ("say", "two"),
+            ("gap", 0.35),
+            ("say", "three four"),
+            ("gap", 0.09),
+            ("say", SENTENCES[4]),
+            ("gap", 0.6),
+        ],
+        "en-gb",
+        150,
+        gain=0.4,
+    )
     choppy += 0.01 * pink_noise(np.random.default_rng(3), choppy.size)
     cases["short_pauses"] = (choppy, RATE)
 
     # The 8 kHz model is a separate network in the reference; 32 kHz is decimated to 16 kHz.
     from scipy.signal import resample_poly
 
-    cases["clean_speech_8k"] = (resample_poly(clean.astype(np.float64), 1, 2).astype(np.float32),
-                                8000)
+    cases["clean_speech_8k"] = (
+        resample_poly(clean.astype(np.float64), 1, 2).astype(np.float32),
+        8000,
+    )
     short = layout([("gap", 0.3), ("say", "Decimate by two."), ("gap", 0.2)], "en", 190, gain=0.5)
     short += 0.003 * pink_noise(np.random.default_rng(6), short.size)
-    cases["speech_32k"] = (resample_poly(short.astype(np.float64), 2, 1).astype(np.float32),
-                           32000)
+    cases["speech_32k"] = (resample_poly(short.astype(np.float64), 2, 1).astype(np.float32), 32000)
 
     # Edge cases.
     silence = np.zeros(int(1.5 * RATE), dtype=np.float32)
@@ -160,13 +182,19 @@ def extra_cases() -> dict[str, tuple[np.ndarray, int]]:
         text = EXTRA_SENTENCES[i % len(EXTRA_SENTENCES)]
         gain = (0.5, 0.2, 0.1)[i % 3]
         noise = (0.002, 0.02, 0.04, 0.06)[i % 4]
-        audio = layout([("gap", 0.3 + 0.1 * (i % 3)), ("say", text), ("gap", 0.4)],
-                       EXTRA_VOICES[i % 4], 140 + 10 * (i % 5), gain)
+        audio = layout(
+            [("gap", 0.3 + 0.1 * (i % 3)), ("say", text), ("gap", 0.4)],
+            EXTRA_VOICES[i % 4],
+            140 + 10 * (i % 5),
+            gain,
+        )
         audio = audio + noise * pink_noise(np.random.default_rng(100 + i), audio.size)
         audio = np.clip(audio, -1.0, 32767 / 32768)
         if i % 6 == 5:
             cases[f"extra_{i:02d}_8k"] = (
-                resample_poly(audio.astype(np.float64), 1, 2).astype(np.float32), 8000)
+                resample_poly(audio.astype(np.float64), 1, 2).astype(np.float32),
+                8000,
+            )
         else:
             cases[f"extra_{i:02d}"] = (audio, RATE)
     return cases
@@ -183,8 +211,11 @@ def load_pins() -> dict:
 def check() -> list[str]:
     """Names of committed cases whose sha256 differs from its pin (empty = all good)."""
     pins = load_pins()["cases"]
-    return [name for name, entry in pins.items()
-            if sha256_file(CASES_DIR / entry["file"]) != entry["sha256"]]
+    return [
+        name
+        for name, entry in pins.items()
+        if sha256_file(CASES_DIR / entry["file"]) != entry["sha256"]
+    ]
 
 
 def near_threshold_fraction(path: Path, threshold: float = 0.5, band: float = 0.15) -> float:
@@ -197,7 +228,7 @@ def near_threshold_fraction(path: Path, threshold: float = 0.5, band: float = 0.
     n = 512 if rate == 16000 else 256
     probs = []
     for start in range(0, samples.size, n):
-        chunk = torch.from_numpy(samples[start: start + n].copy())
+        chunk = torch.from_numpy(samples[start : start + n].copy())
         chunk = torch.nn.functional.pad(chunk, (0, n - chunk.numel()))
         probs.append(model(chunk, rate).item())
     probs = np.array(probs)
@@ -209,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", action="store_true", help="regenerate cases/ and the pins")
     group.add_argument("--check", action="store_true", help="verify the committed sha256 pins")
-    group.add_argument("--measure", action="store_true",
-                       help="fraction of chunks within 0.15 of 0.5 (reference model)")
+    group.add_argument(
+        "--measure",
+        action="store_true",
+        help="fraction of chunks within 0.15 of 0.5 (reference model)",
+    )
     parser.add_argument("--json", type=Path, help="with --measure: also write the fractions here")
     args = parser.parse_args(argv)
     if args.check:
@@ -225,20 +259,42 @@ def main(argv: list[str] | None = None) -> int:
                 fractions[name] = round(frac, 4)
                 print(f"{name}: {frac:.1%} of chunks within 0.15 of 0.5")
         if args.json:
-            args.json.write_text(json.dumps({
-                "measured": "fraction of chunks whose TorchScript speech probability lies within "
-                            "0.15 of the 0.5 threshold", "fractions": fractions}, indent=1) + "\n")
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "measured": "fraction of chunks whose TorchScript speech probability lies within "
+                        "0.15 of the 0.5 threshold",
+                        "fractions": fractions,
+                    },
+                    indent=1,
+                )
+                + "\n"
+            )
         return 0
     CASES_DIR.mkdir(exist_ok=True)
     pins = {}
     for name, (samples, rate) in build_cases().items():
         path = CASES_DIR / f"{name}.wav"
         write_wav(path, samples, rate)
-        pins[name] = {"file": path.name, "rate": rate, "samples": int(samples.size),
-                      "sha256": sha256_file(path)}
+        pins[name] = {
+            "file": path.name,
+            "rate": rate,
+            "samples": int(samples.size),
+            "sha256": sha256_file(path),
+        }
     espeak = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True).stdout
-    PINS_PATH.write_text(json.dumps({"generator": "make_cases.py", "espeak_ng": espeak.strip(),
-                                     "numpy": np.__version__, "cases": pins}, indent=2) + "\n")
+    PINS_PATH.write_text(
+        json.dumps(
+            {
+                "generator": "make_cases.py",
+                "espeak_ng": espeak.strip(),
+                "numpy": np.__version__,
+                "cases": pins,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {len(pins)} cases to {CASES_DIR}")
     return 0
 

@@ -40,16 +40,24 @@ class Segment:
     end: Edge
 
 
-def _raw_segments(probs, sampling_rate, threshold, min_speech_duration_ms, max_speech_duration_s,
-                  min_silence_duration_ms, speech_pad_ms, neg_threshold,
-                  min_silence_at_max_speech, use_max_poss_sil_at_max_speech,
-                  audio_length_samples):
+def _raw_segments(
+    probs,
+    sampling_rate,
+    threshold,
+    min_speech_duration_ms,
+    max_speech_duration_s,
+    min_silence_duration_ms,
+    speech_pad_ms,
+    neg_threshold,
+    min_silence_at_max_speech,
+    use_max_poss_sil_at_max_speech,
+    audio_length_samples,
+):
     """The reference's state machine, before padding. Sample positions, as floats and ints."""
     window = window_size(sampling_rate)
     min_speech_samples = sampling_rate * min_speech_duration_ms / 1000
     speech_pad_samples = sampling_rate * speech_pad_ms / 1000
-    max_speech_samples = (sampling_rate * max_speech_duration_s - window
-                          - 2 * speech_pad_samples)
+    max_speech_samples = sampling_rate * max_speech_duration_s - window - 2 * speech_pad_samples
     min_silence_samples = sampling_rate * min_silence_duration_ms / 1000
     min_silence_samples_at_max_speech = sampling_rate * min_silence_at_max_speech / 1000
 
@@ -114,8 +122,10 @@ def _raw_segments(probs, sampling_rate, threshold, min_speech_duration_ms, max_s
             if not temp_end:
                 temp_end = cur_sample
             sil_dur_now = cur_sample - temp_end
-            if (not use_max_poss_sil_at_max_speech
-                    and sil_dur_now > min_silence_samples_at_max_speech):
+            if (
+                not use_max_poss_sil_at_max_speech
+                and sil_dur_now > min_silence_samples_at_max_speech
+            ):
                 prev_end = temp_end
             if sil_dur_now < min_silence_samples:
                 continue
@@ -136,8 +146,9 @@ def _raw_segments(probs, sampling_rate, threshold, min_speech_duration_ms, max_s
 
 def _options(probs, sampling_rate, threshold, neg_threshold, audio_length_samples):
     if sampling_rate not in (8000, 16000):
-        raise ValueError(f"sampling_rate must be 8000 or 16000 (after decimation), got "
-                         f"{sampling_rate}")
+        raise ValueError(
+            f"sampling_rate must be 8000 or 16000 (after decimation), got {sampling_rate}"
+        )
     probs = [float(p) for p in np.asarray(probs, dtype=np.float64).reshape(-1)]
     if audio_length_samples is None:
         audio_length_samples = len(probs) * window_size(sampling_rate)
@@ -146,16 +157,22 @@ def _options(probs, sampling_rate, threshold, neg_threshold, audio_length_sample
     return probs, neg_threshold, audio_length_samples
 
 
-def get_speech_timestamps(speech_probs, sampling_rate: int = 16000, threshold: float = 0.5,
-                          min_speech_duration_ms: int = 250,
-                          max_speech_duration_s: float = float("inf"),
-                          min_silence_duration_ms: int = 100, speech_pad_ms: int = 30,
-                          return_seconds: bool = False, time_resolution: int = 1,
-                          neg_threshold: float | None = None,
-                          min_silence_at_max_speech: int = 98,
-                          use_max_poss_sil_at_max_speech: bool = True,
-                          audio_length_samples: int | None = None,
-                          step: int = 1) -> list[dict]:
+def get_speech_timestamps(
+    speech_probs,
+    sampling_rate: int = 16000,
+    threshold: float = 0.5,
+    min_speech_duration_ms: int = 250,
+    max_speech_duration_s: float = float("inf"),
+    min_silence_duration_ms: int = 100,
+    speech_pad_ms: int = 30,
+    return_seconds: bool = False,
+    time_resolution: int = 1,
+    neg_threshold: float | None = None,
+    min_silence_at_max_speech: int = 98,
+    use_max_poss_sil_at_max_speech: bool = True,
+    audio_length_samples: int | None = None,
+    step: int = 1,
+) -> list[dict]:
     """Speech segments as ``[{"start": s, "end": e}, ...]`` in samples (or seconds).
 
     Same parameters and defaults as ``silero_vad.get_speech_timestamps`` minus the model:
@@ -163,11 +180,21 @@ def get_speech_timestamps(speech_probs, sampling_rate: int = 16000, threshold: f
     (decimated) audio and ``step`` the decimation step applied before chunking.
     """
     probs, neg_threshold, audio_length_samples = _options(
-        speech_probs, sampling_rate, threshold, neg_threshold, audio_length_samples)
+        speech_probs, sampling_rate, threshold, neg_threshold, audio_length_samples
+    )
     speeches, speech_pad_samples = _raw_segments(
-        probs, sampling_rate, threshold, min_speech_duration_ms, max_speech_duration_s,
-        min_silence_duration_ms, speech_pad_ms, neg_threshold, min_silence_at_max_speech,
-        use_max_poss_sil_at_max_speech, audio_length_samples)
+        probs,
+        sampling_rate,
+        threshold,
+        min_speech_duration_ms,
+        max_speech_duration_s,
+        min_silence_duration_ms,
+        speech_pad_ms,
+        neg_threshold,
+        min_silence_at_max_speech,
+        use_max_poss_sil_at_max_speech,
+        audio_length_samples,
+    )
 
     for i, speech in enumerate(speeches):
         if i == 0:
@@ -179,8 +206,9 @@ def get_speech_timestamps(speech_probs, sampling_rate: int = 16000, threshold: f
                 speeches[i + 1]["start"] = int(max(0, speeches[i + 1]["start"] - silence // 2))
             else:
                 speech["end"] = int(min(audio_length_samples, speech["end"] + speech_pad_samples))
-                speeches[i + 1]["start"] = int(max(0, speeches[i + 1]["start"]
-                                                   - speech_pad_samples))
+                speeches[i + 1]["start"] = int(
+                    max(0, speeches[i + 1]["start"] - speech_pad_samples)
+                )
         else:
             speech["end"] = int(min(audio_length_samples, speech["end"] + speech_pad_samples))
 
@@ -188,8 +216,9 @@ def get_speech_timestamps(speech_probs, sampling_rate: int = 16000, threshold: f
         audio_length_seconds = audio_length_samples / sampling_rate
         for speech in speeches:
             speech["start"] = max(round(speech["start"] / sampling_rate, time_resolution), 0)
-            speech["end"] = min(round(speech["end"] / sampling_rate, time_resolution),
-                                audio_length_seconds)
+            speech["end"] = min(
+                round(speech["end"] / sampling_rate, time_resolution), audio_length_seconds
+            )
     elif step > 1:
         for speech in speeches:
             speech["start"] *= step
@@ -197,9 +226,14 @@ def get_speech_timestamps(speech_probs, sampling_rate: int = 16000, threshold: f
     return speeches
 
 
-def speech_segments(speech_probs, sampling_rate: int = 16000, threshold: float = 0.5,
-                    neg_threshold: float | None = None, audio_length_samples: int | None = None,
-                    **options) -> list[Segment]:
+def speech_segments(
+    speech_probs,
+    sampling_rate: int = 16000,
+    threshold: float = 0.5,
+    neg_threshold: float | None = None,
+    audio_length_samples: int | None = None,
+    **options,
+) -> list[Segment]:
     """Unpadded segments with edges in chunk units and each edge's margin from its threshold.
 
     A start edge is the chunk whose probability reached ``threshold`` (margin ``p - threshold``);
@@ -208,20 +242,37 @@ def speech_segments(speech_probs, sampling_rate: int = 16000, threshold: float =
     :func:`get_speech_timestamps` that shape segments (durations, max speech settings).
     """
     probs, neg_threshold, audio_length_samples = _options(
-        speech_probs, sampling_rate, threshold, neg_threshold, audio_length_samples)
+        speech_probs, sampling_rate, threshold, neg_threshold, audio_length_samples
+    )
     window = window_size(sampling_rate)
-    keys = ("min_speech_duration_ms", "max_speech_duration_s", "min_silence_duration_ms",
-            "speech_pad_ms", "min_silence_at_max_speech", "use_max_poss_sil_at_max_speech")
+    keys = (
+        "min_speech_duration_ms",
+        "max_speech_duration_s",
+        "min_silence_duration_ms",
+        "speech_pad_ms",
+        "min_silence_at_max_speech",
+        "use_max_poss_sil_at_max_speech",
+    )
     unknown = sorted(set(options) - set(keys))
     if unknown:
         raise TypeError(f"unknown options {unknown}; accepted: {list(keys)}")
-    defaults = dict(min_speech_duration_ms=250, max_speech_duration_s=float("inf"),
-                    min_silence_duration_ms=100, speech_pad_ms=30, min_silence_at_max_speech=98,
-                    use_max_poss_sil_at_max_speech=True)
+    defaults = dict(
+        min_speech_duration_ms=250,
+        max_speech_duration_s=float("inf"),
+        min_silence_duration_ms=100,
+        speech_pad_ms=30,
+        min_silence_at_max_speech=98,
+        use_max_poss_sil_at_max_speech=True,
+    )
     defaults.update(options)
-    speeches, _ = _raw_segments(probs, sampling_rate, threshold, neg_threshold=neg_threshold,
-                                audio_length_samples=audio_length_samples,
-                                **{k: defaults[k] for k in keys})
+    speeches, _ = _raw_segments(
+        probs,
+        sampling_rate,
+        threshold,
+        neg_threshold=neg_threshold,
+        audio_length_samples=audio_length_samples,
+        **{k: defaults[k] for k in keys},
+    )
 
     def edge(sample, limit: float, is_start: bool) -> Edge:
         chunk = int(math.ceil(sample / window))
@@ -230,5 +281,7 @@ def speech_segments(speech_probs, sampling_rate: int = 16000, threshold: float =
         p = probs[chunk]
         return Edge(chunk, p, (p - limit) if is_start else (limit - p))
 
-    return [Segment(edge(s["start"], threshold, True), edge(s["end"], neg_threshold, False))
-            for s in speeches]
+    return [
+        Segment(edge(s["start"], threshold, True), edge(s["end"], neg_threshold, False))
+        for s in speeches
+    ]

@@ -21,11 +21,16 @@ import wave
 from pathlib import Path
 
 import numpy as np
-
 from vad_mlx import PortVariant, resolve_rate
 
-__all__ = ["read_wav", "reference_probabilities", "onnx_probabilities", "mlx_probabilities",
-           "run_cli", "provenance"]
+__all__ = [
+    "read_wav",
+    "reference_probabilities",
+    "onnx_probabilities",
+    "mlx_probabilities",
+    "run_cli",
+    "provenance",
+]
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,8 +39,10 @@ def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
     """(sample rate, float32 mono samples in [-1, 1)) of a 16-bit PCM WAV."""
     with wave.open(str(path), "rb") as f:
         if f.getnchannels() != 1 or f.getsampwidth() != 2:
-            raise ValueError(f"{path}: expected mono 16-bit PCM WAV, got {f.getnchannels()} "
-                             f"channel(s) of {8 * f.getsampwidth()} bits")
+            raise ValueError(
+                f"{path}: expected mono 16-bit PCM WAV, got {f.getnchannels()} "
+                f"channel(s) of {8 * f.getsampwidth()} bits"
+            )
         rate = f.getframerate()
         data = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
     return rate, data.astype(np.float32) / np.float32(32768.0)
@@ -67,8 +74,10 @@ def torchscript_model():
         pinned = json.loads((HERE / "weights" / "manifest.json").read_text())["source"]["sha256"]
         actual = hashlib.sha256(jit.read_bytes()).hexdigest()
         if actual != pinned:
-            raise ValueError(f"{jit}: sha256 {actual} differs from the model the port was "
-                             f"converted from ({pinned}, weights/manifest.json)")
+            raise ValueError(
+                f"{jit}: sha256 {actual} differs from the model the port was "
+                f"converted from ({pinned}, weights/manifest.json)"
+            )
         _TORCH_MODEL = silero_vad.load_silero_vad()
     return _TORCH_MODEL
 
@@ -95,12 +104,15 @@ def onnx_session():
 
         import onnxruntime
 
-        path = Path(importlib.util.find_spec("silero_vad").origin).parent / "data" / "silero_vad.onnx"
+        path = (
+            Path(importlib.util.find_spec("silero_vad").origin).parent / "data" / "silero_vad.onnx"
+        )
         opts = onnxruntime.SessionOptions()
         opts.inter_op_num_threads = 1
         opts.intra_op_num_threads = 1
-        _ORT_SESSION = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
-                                                    sess_options=opts)
+        _ORT_SESSION = onnxruntime.InferenceSession(
+            str(path), providers=["CPUExecutionProvider"], sess_options=opts
+        )
     return _ORT_SESSION
 
 
@@ -123,8 +135,9 @@ def onnx_probabilities(samples: np.ndarray, rate: int) -> np.ndarray:
 _PORTS: dict = {}
 
 
-def mlx_probabilities(samples: np.ndarray, rate: int,
-                      variant: PortVariant = PortVariant()) -> np.ndarray:
+def mlx_probabilities(
+    samples: np.ndarray, rate: int, variant: PortVariant = PortVariant()
+) -> np.ndarray:
     import vad_mlx
 
     if variant not in _PORTS:
@@ -136,10 +149,15 @@ def run_cli(wav: str | Path, *extra: str) -> dict:
     """Run ``cli.py`` on a WAV in a subprocess and return its JSON output."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
-        proc = subprocess.run([sys.executable, str(HERE / "cli.py"), str(wav), "-o", str(out),
-                               *extra], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(HERE) + os.pathsep
-                                   + os.environ.get("PYTHONPATH", "")})
+        proc = subprocess.run(
+            [sys.executable, str(HERE / "cli.py"), str(wav), "-o", str(out), *extra],
+            capture_output=True,
+            text=True,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            },
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"cli.py {wav} exited {proc.returncode}: {proc.stderr.strip()}")
         return json.loads(out.read_text())
@@ -150,8 +168,11 @@ def provenance() -> dict:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    info = {"python": platform.python_version(), "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine()}
+    info = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+    }
     for package in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy"):
         try:
             info[package] = version(package)
@@ -161,6 +182,7 @@ def provenance() -> dict:
 
 
 # -- runner entry points of parity.toml: a case path in, named outputs out ----------------------
+
 
 def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
     """Probabilities, the unpadded segments in chunks and the padded timestamps in samples.
@@ -173,14 +195,19 @@ def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
 
     native, step = resolve_rate(rate)
     length = -(-n_samples // step)
-    segments = postprocess.speech_segments(probabilities, sampling_rate=native,
-                                           audio_length_samples=length)
-    stamps = postprocess.get_speech_timestamps(probabilities, sampling_rate=native,
-                                               audio_length_samples=length, step=step)
-    return {"probabilities": np.asarray(probabilities, dtype=np.float32),
-            "segments": np.array([[s.start.chunk, s.end.chunk] for s in segments],
-                                 dtype=np.int64).reshape(-1, 2),
-            "timestamps": timestamps_array(stamps)}
+    segments = postprocess.speech_segments(
+        probabilities, sampling_rate=native, audio_length_samples=length
+    )
+    stamps = postprocess.get_speech_timestamps(
+        probabilities, sampling_rate=native, audio_length_samples=length, step=step
+    )
+    return {
+        "probabilities": np.asarray(probabilities, dtype=np.float32),
+        "segments": np.array(
+            [[s.start.chunk, s.end.chunk] for s in segments], dtype=np.int64
+        ).reshape(-1, 2),
+        "timestamps": timestamps_array(stamps),
+    }
 
 
 def timestamps_array(stamps: list[dict]) -> np.ndarray:
@@ -195,8 +222,9 @@ def reference_outputs(path: str) -> dict:
 
     rate, samples = read_wav(path)
     out = gate_outputs(reference_probabilities(samples, rate), rate, samples.size)
-    stamps = silero_vad.get_speech_timestamps(torch.from_numpy(samples.copy()), torchscript_model(),
-                                              sampling_rate=rate)
+    stamps = silero_vad.get_speech_timestamps(
+        torch.from_numpy(samples.copy()), torchscript_model(), sampling_rate=rate
+    )
     torchscript_model().reset_states()
     out["timestamps"] = timestamps_array(stamps)
     return out
@@ -245,8 +273,9 @@ def stored_reference(path: str | Path) -> dict:
     for name, entry in reference.cases.items():
         if entry.get("input_sha256") == digest:
             return reference.outputs(name)
-    raise ValueError(f"{path}: no recorded reference for this file (sha256 {digest}) in "
-                     f"{reference.folder}")
+    raise ValueError(
+        f"{path}: no recorded reference for this file (sha256 {digest}) in {reference.folder}"
+    )
 
 
 def postprocessor_outputs(path: str) -> dict:

@@ -42,48 +42,72 @@ def segment_edge_basis(cases: list[vad_gate.CaseData]) -> dict:
 
     worst, margins, segments, edges = 0, [], 0, {}
     for case in cases:
-        for probs in (runners.mlx_probabilities(case.samples, case.rate),
-                      runners.onnx_probabilities(case.samples, case.rate)):
+        for probs in (
+            runners.mlx_probabilities(case.samples, case.rate),
+            runners.onnx_probabilities(case.samples, case.rate),
+        ):
             result = check(case, probs)
             edges[case.name] = [
-                {"segment": e.segment, "edge": e.edge, "chunk": e.expected_chunk,
-                 "reference_probability": e.reference_probability, "margin": e.margin}
-                for e in result.edges]
+                {
+                    "segment": e.segment,
+                    "edge": e.edge,
+                    "chunk": e.expected_chunk,
+                    "reference_probability": e.reference_probability,
+                    "margin": e.margin,
+                }
+                for e in result.edges
+            ]
             worst = max(worst, result.observed_max_delta)
             if not result.passed:
-                raise SystemExit(f"{result.describe()}\nthe candidates do not meet a 0-chunk "
-                                 "bound: the claim cannot be written as it stands")
+                raise SystemExit(
+                    f"{result.describe()}\nthe candidates do not meet a 0-chunk "
+                    "bound: the claim cannot be written as it stands"
+                )
             if result.smallest_margin is not None:
                 margins.append(result.smallest_margin)
         segments += result.segments_expected
-    caught = {name: sum(not check(c, runners.mlx_probabilities(c.samples, c.rate, variant))
-                        for c in cases)
-              for name, variant in MUTATIONS.items()}
-    return {"metric": "max_edge_delta", "unit": "chunks", "n": len(cases),
-            "segments": segments, "largest_noise": worst,
-            "smallest_reference_margin": min(margins) if margins else None,
-            "mutation_cases_caught": caught,
-            "cases": [c.name for c in cases],
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "edges": edges}
+    caught = {
+        name: sum(
+            not check(c, runners.mlx_probabilities(c.samples, c.rate, variant)) for c in cases
+        )
+        for name, variant in MUTATIONS.items()
+    }
+    return {
+        "metric": "max_edge_delta",
+        "unit": "chunks",
+        "n": len(cases),
+        "segments": segments,
+        "largest_noise": worst,
+        "smallest_reference_margin": min(margins) if margins else None,
+        "mutation_cases_caught": caught,
+        "cases": [c.name for c in cases],
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "edges": edges,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     from paritygate.spec import update_claim
 
     parser = argparse.ArgumentParser(description="Measure the segment-edges claim's basis.")
-    parser.add_argument("--write", action="store_true",
-                        help="write the basis into parity.toml and, with every reference edge's "
-                             "margin, into calibration/segment-edges.json")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the basis into parity.toml and, with every reference edge's "
+        "margin, into calibration/segment-edges.json",
+    )
     args = parser.parse_args(argv)
     basis = segment_edge_basis(vad_gate.load_cases())
     print(json.dumps(basis, indent=1))
     if args.write:
         (HERE / "calibration" / "segment-edges.json").write_text(json.dumps(basis, indent=1) + "\n")
         edges = basis.pop("edges")
-        basis["edges"] = f"{sum(map(len, edges.values()))} edges with their margins in calibration/segment-edges.json"
-        update_claim(HERE / "parity.toml", "segment-edges", bound=0, status="calibrated",
-                     basis=basis)
+        basis["edges"] = (
+            f"{sum(map(len, edges.values()))} edges with their margins in calibration/segment-edges.json"
+        )
+        update_claim(
+            HERE / "parity.toml", "segment-edges", bound=0, status="calibrated", basis=basis
+        )
     return 0
 
 

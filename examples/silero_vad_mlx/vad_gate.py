@@ -14,20 +14,27 @@ Three kinds of outputs are gated:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import paritygate
-from paritygate import Failure
-
 import postprocess
 from vad_mlx import resolve_rate
 
-__all__ = ["claim_bound", "CaseData", "SegmentCheck", "load_cases", "check_probabilities", "check_segments",
-           "check_postprocessor", "segments_of",
-           "timestamps_tree"]
+import paritygate
+from paritygate import Failure
+
+__all__ = [
+    "claim_bound",
+    "CaseData",
+    "SegmentCheck",
+    "load_cases",
+    "check_probabilities",
+    "check_segments",
+    "check_postprocessor",
+    "segments_of",
+    "timestamps_tree",
+]
 
 HERE = Path(__file__).resolve().parent
 SPEC_PATH = HERE / "parity.toml"
@@ -39,8 +46,9 @@ def claim_bound(claim_id: str) -> float:
 
     claims = tomllib.loads(SPEC_PATH.read_text())["claims"]
     if claim_id not in claims:
-        raise paritygate.SpecError(f"{SPEC_PATH}: no [claims.{claim_id}] (claims: "
-                                   f"{', '.join(claims)})")
+        raise paritygate.SpecError(
+            f"{SPEC_PATH}: no [claims.{claim_id}] (claims: {', '.join(claims)})"
+        )
     return claims[claim_id]["bound"]
 
 
@@ -73,16 +81,18 @@ class CaseData:
 def load_cases(include_rejected: bool = False) -> list[CaseData]:
     """The committed cases (sha256 checked) with their recorded references (``references/``,
     written by ``paritygate record parity.toml``)."""
-    from paritygate.references import load_reference
-    from paritygate.spec import load_spec
-
     from make_cases import CASES_DIR, check, load_pins
     from runners import read_wav
 
+    from paritygate.references import load_reference
+    from paritygate.spec import load_spec
+
     bad = check()
     if bad:
-        raise paritygate.DriftError(f"cases {bad} differ from their sha256 pins in "
-                                    f"{CASES_DIR / 'cases.json'}; regenerate deliberately")
+        raise paritygate.DriftError(
+            f"cases {bad} differ from their sha256 pins in "
+            f"{CASES_DIR / 'cases.json'}; regenerate deliberately"
+        )
     reference = load_reference(load_spec(SPEC_PATH))
     cases = []
     for name, pin in load_pins()["cases"].items():
@@ -93,31 +103,44 @@ def load_cases(include_rejected: bool = False) -> list[CaseData]:
                 cases.append(CaseData(name, CASES_DIR / pin["file"], rate, samples, None, None))
             continue
         if entry["input_sha256"] != pin["sha256"]:
-            raise paritygate.DriftError(f"references/ were recorded for another version of case "
-                                        f"{name!r}: re-record with paritygate record parity.toml")
+            raise paritygate.DriftError(
+                f"references/ were recorded for another version of case "
+                f"{name!r}: re-record with paritygate record parity.toml"
+            )
         outputs = reference.outputs(name)
         stamps = [{"start": int(a), "end": int(b)} for a, b in outputs["timestamps"]]
-        cases.append(CaseData(name, CASES_DIR / pin["file"], rate, samples,
-                              outputs["probabilities"], stamps))
+        cases.append(
+            CaseData(name, CASES_DIR / pin["file"], rate, samples, outputs["probabilities"], stamps)
+        )
     return cases
 
 
-def check_probabilities(actual: np.ndarray, expected: np.ndarray, *, max_abs: float,
-                        min_cosine: float | None, case: str) -> paritygate.Comparison:
+def check_probabilities(
+    actual: np.ndarray, expected: np.ndarray, *, max_abs: float, min_cosine: float | None, case: str
+) -> paritygate.Comparison:
     """Per-chunk probabilities: every chunk within ``max_abs``, the case's cosine >= bound.
 
     The cosine is skipped where the reference is all zeros (undefined); a zero-length case
     compares shapes only.
     """
-    return paritygate.compare({"probabilities": np.asarray(actual, dtype=np.float32)},
-                              {"probabilities": np.asarray(expected, dtype=np.float32)},
-                              atol=max_abs, min_cosine=min_cosine, label=case)
+    return paritygate.compare(
+        {"probabilities": np.asarray(actual, dtype=np.float32)},
+        {"probabilities": np.asarray(expected, dtype=np.float32)},
+        atol=max_abs,
+        min_cosine=min_cosine,
+        label=case,
+    )
 
 
-def segments_of(probs: np.ndarray, case: CaseData, threshold: float = 0.5
-                ) -> list[postprocess.Segment]:
-    return postprocess.speech_segments(probs, sampling_rate=case.model_rate, threshold=threshold,
-                                       audio_length_samples=case.audio_length)
+def segments_of(
+    probs: np.ndarray, case: CaseData, threshold: float = 0.5
+) -> list[postprocess.Segment]:
+    return postprocess.speech_segments(
+        probs,
+        sampling_rate=case.model_rate,
+        threshold=threshold,
+        audio_length_samples=case.audio_length,
+    )
 
 
 @dataclass
@@ -153,14 +176,22 @@ class SegmentCheck:
         return min(margins) if margins else None
 
     def describe(self) -> str:
-        head = (f"{self.case}: segment edges {'pass' if self.passed else 'FAIL'} "
-                f"(max delta {self.observed_max_delta} chunk(s), bound {self.max_edge_delta}; "
-                f"{self.segments_actual} segment(s) vs {self.segments_expected} expected)")
+        head = (
+            f"{self.case}: segment edges {'pass' if self.passed else 'FAIL'} "
+            f"(max delta {self.observed_max_delta} chunk(s), bound {self.max_edge_delta}; "
+            f"{self.segments_actual} segment(s) vs {self.segments_expected} expected)"
+        )
         return "\n".join([head] + [f"  {f.describe()}" for f in self.failures])
 
 
-def check_segments(actual_probs: np.ndarray, reference_probs: np.ndarray, case: CaseData, *,
-                   max_edge_delta: int, threshold: float = 0.5) -> SegmentCheck:
+def check_segments(
+    actual_probs: np.ndarray,
+    reference_probs: np.ndarray,
+    case: CaseData,
+    *,
+    max_edge_delta: int,
+    threshold: float = 0.5,
+) -> SegmentCheck:
     """Compare segment edges (in chunks) derived from candidate and reference probabilities.
 
     Segments are matched in order; a segment present on one side only is a failure (a missing
@@ -177,44 +208,82 @@ def check_segments(actual_probs: np.ndarray, reference_probs: np.ndarray, case: 
             ref_edge = getattr(ref_seg, name)
             cand_chunk = getattr(cand, name).chunk if cand is not None else None
             delta = abs(cand_chunk - ref_edge.chunk) if cand_chunk is not None else None
-            edges.append(EdgeReport(i, name, ref_edge.chunk, cand_chunk, delta,
-                                    ref_edge.probability, ref_edge.margin))
+            edges.append(
+                EdgeReport(
+                    i,
+                    name,
+                    ref_edge.chunk,
+                    cand_chunk,
+                    delta,
+                    ref_edge.probability,
+                    ref_edge.margin,
+                )
+            )
             if delta is not None:
                 worst = max(worst, delta)
                 if delta > max_edge_delta:
-                    failures.append(Failure(
-                        metric="edge_delta_chunks", bound=max_edge_delta, observed=delta,
-                        excess=delta - max_edge_delta, where=f"segment {i}.{name}",
-                        detail=f"chunk {cand_chunk}, reference chunk {ref_edge.chunk}; "
-                               f"reference margin {_fmt(ref_edge.margin)}"))
+                    failures.append(
+                        Failure(
+                            metric="edge_delta_chunks",
+                            bound=max_edge_delta,
+                            observed=delta,
+                            excess=delta - max_edge_delta,
+                            where=f"segment {i}.{name}",
+                            detail=f"chunk {cand_chunk}, reference chunk {ref_edge.chunk}; "
+                            f"reference margin {_fmt(ref_edge.margin)}",
+                        )
+                    )
         if cand is None:
-            failures.append(Failure(
-                metric="missing_segment", bound=None, observed=None, where=f"segment {i}",
-                detail=f"reference chunks {ref_seg.start.chunk}-{ref_seg.end.chunk} "
-                       "absent in the candidate"))
+            failures.append(
+                Failure(
+                    metric="missing_segment",
+                    bound=None,
+                    observed=None,
+                    where=f"segment {i}",
+                    detail=f"reference chunks {ref_seg.start.chunk}-{ref_seg.end.chunk} "
+                    "absent in the candidate",
+                )
+            )
     for i in range(len(expected), len(actual)):
-        failures.append(Failure(
-            metric="extra_segment", bound=None, observed=None, where=f"segment {i}",
-            detail=f"candidate chunks {actual[i].start.chunk}-{actual[i].end.chunk} "
-                   "absent in the reference"))
-    return SegmentCheck(case.name, not failures, max_edge_delta, worst, len(expected),
-                        len(actual), edges, failures)
+        failures.append(
+            Failure(
+                metric="extra_segment",
+                bound=None,
+                observed=None,
+                where=f"segment {i}",
+                detail=f"candidate chunks {actual[i].start.chunk}-{actual[i].end.chunk} "
+                "absent in the reference",
+            )
+        )
+    return SegmentCheck(
+        case.name, not failures, max_edge_delta, worst, len(expected), len(actual), edges, failures
+    )
 
 
 def check_postprocessor(case: CaseData) -> paritygate.Comparison:
     """The port's post-processor fed the stored reference probabilities must reproduce the
     reference utility's timestamps exactly (zero tolerance)."""
-    ours = postprocess.get_speech_timestamps(case.reference, sampling_rate=case.model_rate,
-                                             audio_length_samples=case.audio_length,
-                                             step=case.step)
-    return paritygate.compare(timestamps_tree(ours), timestamps_tree(case.reference_timestamps),
-                              label=f"{case.name} post-processor")
+    ours = postprocess.get_speech_timestamps(
+        case.reference,
+        sampling_rate=case.model_rate,
+        audio_length_samples=case.audio_length,
+        step=case.step,
+    )
+    return paritygate.compare(
+        timestamps_tree(ours),
+        timestamps_tree(case.reference_timestamps),
+        label=f"{case.name} post-processor",
+    )
 
 
 def timestamps_tree(timestamps: list[dict]) -> dict:
     """Timestamps keyed by segment index: a missing or extra segment is a missing/extra output."""
-    return {"timestamps": {str(i): np.array([t["start"], t["end"]], dtype=np.int64)
-                           for i, t in enumerate(timestamps)}}
+    return {
+        "timestamps": {
+            str(i): np.array([t["start"], t["end"]], dtype=np.int64)
+            for i, t in enumerate(timestamps)
+        }
+    }
 
 
 def _fmt(value: float | None) -> str:

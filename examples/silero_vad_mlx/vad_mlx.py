@@ -147,16 +147,19 @@ class SileroVAD:
     probability per chunk.
     """
 
-    def __init__(self, weights_path: str | Path = WEIGHTS_PATH,
-                 variant: PortVariant = PortVariant()) -> None:
+    def __init__(
+        self, weights_path: str | Path = WEIGHTS_PATH, variant: PortVariant = PortVariant()
+    ) -> None:
         from safetensors.numpy import load_file
 
         weights_path = Path(weights_path)
         _verify_weights(weights_path)
         tensors = load_file(str(weights_path))
         self.variant = variant
-        self._models = {16000: _RateModel(tensors, "16k", 16000, variant),
-                        8000: _RateModel(tensors, "8k", 8000, variant)}
+        self._models = {
+            16000: _RateModel(tensors, "16k", 16000, variant),
+            8000: _RateModel(tensors, "8k", 8000, variant),
+        }
         self.reset_states()
 
     def reset_states(self) -> None:
@@ -181,14 +184,14 @@ class SileroVAD:
             self.reset_states()
         lag = self.variant.context_lag
         if lag == 0:
-            context = mx.array(samples[-model.context:])[None, :]
+            context = mx.array(samples[-model.context :])[None, :]
         elif len(self._contexts) >= lag:
             context = self._contexts[-lag]
         else:
             context = mx.zeros((1, model.context), dtype=mx.float32)
         x = mx.concatenate([context, mx.array(samples)[None, :]], axis=1)
         prob, self._state = self._forward(model, x, self._state)
-        self._contexts = (self._contexts + [x[:, -model.context:]])[-max(lag, 1):]
+        self._contexts = (self._contexts + [x[:, -model.context :]])[-max(lag, 1) :]
         self._last_rate = rate
         mx.eval(prob, *self._state)
         return float(prob.item())
@@ -218,16 +221,16 @@ class SileroVAD:
         lag = self.variant.context_lag
         contexts = np.zeros((n_chunks, model.context), dtype=np.float32)
         if lag == 0:
-            contexts[:] = chunks[:, -model.context:]
+            contexts[:] = chunks[:, -model.context :]
         elif n_chunks > lag:
-            contexts[lag:] = chunks[: n_chunks - lag, -model.context:]
+            contexts[lag:] = chunks[: n_chunks - lag, -model.context :]
         x = mx.array(np.concatenate([contexts, chunks], axis=1))
         features = self._encode(model, x)  # (n_chunks, 128)
         gates_in = features @ model.w_ih_t + model.b_ih  # (n_chunks, 512)
         state = None
         probs = []
         for i in range(n_chunks):
-            h, c = self._lstm(model, gates_in[i: i + 1], state)
+            h, c = self._lstm(model, gates_in[i : i + 1], state)
             state = self._store_state(h, c)
             probs.append(self._decode(model, h))
         out = mx.concatenate(probs, axis=0).reshape(-1)
@@ -250,7 +253,7 @@ class SileroVAD:
             pad = x[:, model.reflect_index]
         signal = mx.concatenate([x, pad], axis=1)[:, :, None]  # (B, L, 1)
         spec = mx.conv1d(signal, model.basis, stride=model.hop)  # (B, frames, 2 * cutoff)
-        real, imag = spec[:, :, : model.cutoff], spec[:, :, model.cutoff:]
+        real, imag = spec[:, :, : model.cutoff], spec[:, :, model.cutoff :]
         return mx.sqrt(real * real + imag * imag)  # (B, frames, cutoff)
 
     def _encode(self, model: _RateModel, x):
@@ -292,7 +295,8 @@ def load(variant: PortVariant = PortVariant()) -> SileroVAD:
     return SileroVAD(WEIGHTS_PATH, variant)
 
 
-def speech_probabilities(waveform, sample_rate: int = 16000,
-                         variant: PortVariant = PortVariant()) -> np.ndarray:
+def speech_probabilities(
+    waveform, sample_rate: int = 16000, variant: PortVariant = PortVariant()
+) -> np.ndarray:
     """Per-chunk speech probabilities of a whole waveform with a freshly loaded port."""
     return load(variant).probabilities(waveform, sample_rate)

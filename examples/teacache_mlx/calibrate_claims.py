@@ -68,11 +68,20 @@ def skip_band() -> dict[str, object]:
     import teacache
 
     spec = load_spec(SPEC)
-    skips = {name: int(gate_runners.proxy_cached(case)["skipped_steps"]) for name, case in spec.cases.items()}
-    row = next(r for r in teacache.RESCALE["sweep"] if r["rel_l1_thresh"] == teacache.DEFAULT_THRESHOLD)
+    skips = {
+        name: int(gate_runners.proxy_cached(case)["skipped_steps"])
+        for name, case in spec.cases.items()
+    }
+    row = next(
+        r for r in teacache.RESCALE["sweep"] if r["rel_l1_thresh"] == teacache.DEFAULT_THRESHOLD
+    )
     low = min(min(skips.values()), row["skips_min"])
     high = max(max(skips.values()), row["skips_max"])
-    return {"per_case": skips, "fit_cases": [row["skips_min"], row["skips_max"]], "band": [low, high]}
+    return {
+        "per_case": skips,
+        "fit_cases": [row["skips_min"], row["skips_max"]],
+        "band": [low, high],
+    }
 
 
 def main(claims: list[str]) -> None:

@@ -21,7 +21,6 @@ import platform
 
 import mlx.core as mx
 import numpy as np
-
 from common import update_sums
 from model import Pipeline, decode, load_model, make_cases
 from teacache import RESCALE_FILE
@@ -56,9 +55,8 @@ def record_changes(pipeline: Pipeline, case) -> tuple[list[float], list[float]]:
 
 
 def main() -> None:
-    from skimage.metrics import structural_similarity
-
     import teacache
+    from skimage.metrics import structural_similarity
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=16)
@@ -67,7 +65,21 @@ def main() -> None:
     parser.add_argument(
         "--thresholds",
         type=lambda text: [float(v) for v in text.split(",")],
-        default=[0.01, 0.015, 0.02, 0.021, 0.022, 0.023, 0.024, 0.025, 0.03, 0.035, 0.04, 0.05, 0.1],
+        default=[
+            0.01,
+            0.015,
+            0.02,
+            0.021,
+            0.022,
+            0.023,
+            0.024,
+            0.025,
+            0.03,
+            0.035,
+            0.04,
+            0.05,
+            0.1,
+        ],
     )
     args = parser.parse_args()
 

@@ -115,7 +115,6 @@ def eager_cached(case: Any) -> dict[str, Any]:
 def _torch_model():
     if "torch" not in _STATE:
         import torch
-
         from torch_twin import load_torch_model
 
         torch.set_num_threads(1)

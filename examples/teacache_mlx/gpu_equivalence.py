@@ -32,15 +32,15 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    from paritygate.calibration import DEFAULT_MUTATIONS, calibrate
-    from paritygate.paired import paired
-    from paritygate.spec import load_spec
-    from paritygate.structured import compare_images
-
     import gate_runners
     import teacache
     from common import decode
     from model import Pipeline, load_model, mutate_block
+
+    from paritygate.calibration import DEFAULT_MUTATIONS, calibrate
+    from paritygate.paired import paired
+    from paritygate.spec import load_spec
+    from paritygate.structured import compare_images
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "calibration" / "gpu.json")
@@ -68,8 +68,12 @@ def main() -> None:
     try:
         import subprocess
 
-        report["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                       capture_output=True, text=True, timeout=30).stdout.strip()
+        report["gpu"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
     except Exception as exc:  # noqa: BLE001 - informational only
         report["gpu"] = f"unknown ({exc})"
 
@@ -83,17 +87,36 @@ def main() -> None:
 
     noop = {}
     for name, base, cand in (
-        ("proxy-noop", lambda c: {"sample": run(gpu, plain, c)}, lambda c: with_cache(plain, "proxy", c)[0]),
-        ("eager-noop", lambda c: {"sample": run(gpu, compiled, c)}, lambda c: with_cache(compiled, "eager", c)[0]),
-        ("compiled-noop", lambda c: {"sample": run(gpu, plain, c)}, lambda c: {"sample": run(gpu, compiled, c)}),
+        (
+            "proxy-noop",
+            lambda c: {"sample": run(gpu, plain, c)},
+            lambda c: with_cache(plain, "proxy", c)[0],
+        ),
+        (
+            "eager-noop",
+            lambda c: {"sample": run(gpu, compiled, c)},
+            lambda c: with_cache(compiled, "eager", c)[0],
+        ),
+        (
+            "compiled-noop",
+            lambda c: {"sample": run(gpu, plain, c)},
+            lambda c: {"sample": run(gpu, compiled, c)},
+        ),
     ):
-        results = [paired(lambda: base(c), lambda: cand(c), label=f"{name} {c.name}") for c in cases]
+        results = [
+            paired(lambda: base(c), lambda: cand(c), label=f"{name} {c.name}") for c in cases
+        ]
         noop[name] = {
             "cases": len(results),
             "passed": sum(bool(r) for r in results),
-            "max_abs": max((d.max_abs or 0.0) for r in results for ch in r.checks for d in ch.differences)
-            if any(not r for r in results) else 0.0,
-            "failing_checks": sorted({f"{ch.order} ({ch.check})" for r in results for ch in r.failing()}),
+            "max_abs": max(
+                (d.max_abs or 0.0) for r in results for ch in r.checks for d in ch.differences
+            )
+            if any(not r for r in results)
+            else 0.0,
+            "failing_checks": sorted(
+                {f"{ch.order} ({ch.check})" for r in results for ch in r.failing()}
+            ),
             "messages": [m for r in results for m in r.messages()][:6],
         }
         print(name, noop[name]["passed"], "/", len(results), noop[name]["max_abs"])
@@ -109,6 +132,7 @@ def main() -> None:
                 return {"sample": run(gpu, plain, case)}
             finally:
                 restore()
+
         return make
 
     result = calibrate(
@@ -116,7 +140,10 @@ def main() -> None:
         cases,
         metric="max_abs",
         mutations=DEFAULT_MUTATIONS,
-        model_mutations={"gpu-block3-scaled-1.01": mutated(1.01), "gpu-block3-zeroed": mutated(0.0)},
+        model_mutations={
+            "gpu-block3-scaled-1.01": mutated(1.01),
+            "gpu-block3-zeroed": mutated(0.0),
+        },
         margin_for={"another GPU or CUDA library version": 4.0},
         min_cases=min(16, len(cases)),
         claim_id="gpu-max-abs",
@@ -149,8 +176,14 @@ def main() -> None:
         ssim = compare_images(decode(out["sample"]), vanilla, data_range=1.0).ssim
         with mx.stream(cpu):
             cpu_skips = int(gate_runners.proxy_cached(case)["skipped_steps"])
-        cached.append({"case": case.name, "skipped_gpu": cache.skips_per_run[0], "skipped_cpu": cpu_skips,
-                       "ssim_gpu": ssim})
+        cached.append(
+            {
+                "case": case.name,
+                "skipped_gpu": cache.skips_per_run[0],
+                "skipped_cpu": cpu_skips,
+                "ssim_gpu": ssim,
+            }
+        )
     report["cache_on_gpu"] = cached
     report["cache_on_gpu_summary"] = {
         "skipped_min": min(r["skipped_gpu"] for r in cached),

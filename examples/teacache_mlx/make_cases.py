@@ -15,7 +15,6 @@ import io
 from pathlib import Path
 
 import numpy as np
-
 from common import Case, initial_noise, make_cases
 
 CASES = Path(__file__).resolve().parent / "cases"

@@ -40,12 +40,17 @@ def gemm(m: int, k: int, n: int, repeats: int = 20) -> dict[str, float]:
         an @ bn
         t_np = min(t_np, time.perf_counter() - start)
     flops = 2.0 * m * k * n
-    return {"shape": [m, k, n], "mlx_gflops": flops / t_mlx / 1e9, "numpy_gflops": flops / t_np / 1e9}
+    return {
+        "shape": [m, k, n],
+        "mlx_gflops": flops / t_mlx / 1e9,
+        "numpy_gflops": flops / t_np / 1e9,
+    }
 
 
 def main() -> None:
     import gate_runners
     import teacache
+
     from paritygate.paired import paired
     from paritygate.spec import load_spec
 

@@ -22,13 +22,12 @@ scaled) are implemented here as ``MutatedBlock`` (see ``mutate_block``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-
 from common import WEIGHTS, Case, Config, decode, initial_noise, make_cases, timesteps
 
 __all__ = [
@@ -46,6 +45,7 @@ __all__ = [
     "decode",
     "mutate_block",
 ]
+
 
 def timestep_features(t: mx.array, dim: int) -> mx.array:
     """Sinusoidal features of t in [0, 1] (scaled by 1000 as in DiT), shape (B, dim)."""

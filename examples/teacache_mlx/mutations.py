@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-
 import teacache
 from model import DiT, Pipeline
 
@@ -70,7 +69,9 @@ class StaleResidualTeaCache(teacache.ProxyTeaCache):
         return out
 
 
-def _run_cache(case: Any, cls: type[teacache.TeaCache], pipeline: Pipeline | None = None) -> dict[str, Any]:
+def _run_cache(
+    case: Any, cls: type[teacache.TeaCache], pipeline: Pipeline | None = None
+) -> dict[str, Any]:
     import gate_runners
 
     pipeline = pipeline or gate_runners.shared_pipeline()

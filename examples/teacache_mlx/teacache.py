@@ -32,7 +32,6 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-
 from model import DiT, Pipeline
 
 __all__ = [
@@ -60,7 +59,7 @@ RESCALE: dict[str, Any] = _load_rescale()
 DEFAULT_THRESHOLD: float = float(RESCALE.get("default_rel_l1_thresh", 0.0))
 
 # Pipelines that carry a cache, without marking the pipeline itself.
-_INSTALLED: dict[int, "TeaCache"] = {}
+_INSTALLED: dict[int, TeaCache] = {}
 
 
 class TeaCache:
@@ -144,7 +143,7 @@ class TeaCache:
     def _replace(self, pipeline: Pipeline) -> tuple[str, Any]:
         raise NotImplementedError
 
-    def install(self, pipeline: Pipeline) -> "TeaCache":
+    def install(self, pipeline: Pipeline) -> TeaCache:
         if id(pipeline) in _INSTALLED:
             raise RuntimeError("a TeaCache is already installed on this pipeline")
         self._pipeline = pipeline

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from common import WEIGHTS, Case, Config, initial_noise, timesteps
+from torch import nn
 
 __all__ = ["TorchDiT", "load_torch_model", "generate_torch", "sample_torch", "mutate_block"]
 
@@ -85,7 +84,7 @@ class MutatedBlock(nn.Module):
         return h + self.factor * (self.inner(h, c) - h)
 
 
-def mutate_block(model: "TorchDiT", index: int, factor: float):
+def mutate_block(model: TorchDiT, index: int, factor: float):
     """Replace ``model.blocks[index]`` by a MutatedBlock; returns the function undoing it."""
     original = model.blocks[index]
     model.blocks[index] = MutatedBlock(original, factor)
@@ -179,7 +178,9 @@ def generate_torch(model: TorchDiT, cases: list[Case], steps: int = 25) -> np.nd
 
 
 @torch.no_grad()
-def sample_torch(model: TorchDiT, noise: np.ndarray, labels: np.ndarray, steps: int = 25) -> np.ndarray:
+def sample_torch(
+    model: TorchDiT, noise: np.ndarray, labels: np.ndarray, steps: int = 25
+) -> np.ndarray:
     x = torch.from_numpy(np.asarray(noise, dtype=np.float32).copy())
     y = torch.from_numpy(np.asarray(labels, dtype=np.int64))
     ts = timesteps(steps)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from common import WEIGHTS, Config, update_sums
 from torch_twin import TorchDiT
 
@@ -71,9 +70,9 @@ def main() -> None:
     warmup = 200
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt,
-        lambda s: min(1.0, (s + 1) / warmup)
-        * 0.5
-        * (1 + np.cos(np.pi * min(s, args.steps) / args.steps)),
+        lambda s: (
+            min(1.0, (s + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(s, args.steps) / args.steps))
+        ),
     )
     gen = torch.Generator(device=device).manual_seed(args.seed)
     start = time.perf_counter()
@@ -101,9 +100,13 @@ def main() -> None:
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in ema.state_dict().items()}
-    save_file(state, str(args.out), metadata={"format": "pt", "config": json.dumps(config.__dict__)})
+    save_file(
+        state, str(args.out), metadata={"format": "pt", "config": json.dumps(config.__dict__)}
+    )
     update_sums(args.out, args.out.parent / "SHA256SUMS")
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes) in {time.perf_counter() - start:.0f}s")
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size} bytes) in {time.perf_counter() - start:.0f}s"
+    )
     if not args.no_samples:
         save_sample_grid(args.out, args.out.parent / "samples.png")
 
@@ -113,7 +116,6 @@ def save_sample_grid(weights: Path, png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from model import Pipeline, decode, load_model, make_cases
 
     cases = make_cases(40)

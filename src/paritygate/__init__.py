@@ -6,14 +6,14 @@ through :mod:`paritygate.backends` when their arrays are compared.
 
 from __future__ import annotations
 
-from .errors import DriftError, InputError, InternalError, ParitygateError, SpecError, UserError
-from .results import Comparison, Element, Failure, NonFinite, OutputComparison, Tolerance
-from .compare import compare, compare_output
-from .outputs import flatten_outputs
-from .testing import assert_parity
-from .paired import PairedResult, paired
 from .approximation import ActivityBand, check_activity
 from .calibration import CalibrationResult, calibrate
+from .compare import compare, compare_output
+from .errors import DriftError, InputError, InternalError, ParitygateError, SpecError, UserError
+from .outputs import flatten_outputs
+from .paired import PairedResult, paired
+from .results import Comparison, Element, Failure, NonFinite, OutputComparison, Tolerance
+from .testing import assert_parity
 
 __version__ = "0.1.0"
 

@@ -16,8 +16,9 @@ subprocess candidate reports it the same way as an in-process one.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InputError, SpecError
 from .results import Failure
@@ -45,7 +46,9 @@ class ActivityBand:
         for name, key in (("low", "min"), ("high", "max")):
             value = getattr(self, name)
             if not _is_number(value) or math.isnan(value):
-                raise InputError(f"activity {key} for '{self.counter}' must be a number, got {value!r}")
+                raise InputError(
+                    f"activity {key} for '{self.counter}' must be a number, got {value!r}"
+                )
         if self.low > self.high:
             raise InputError(
                 f"activity band for '{self.counter}' is empty: min {self.low} > max {self.high}"
@@ -56,11 +59,12 @@ class ActivityBand:
         return f"{_fmt(self.low)}..{_fmt(self.high)}"
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, where: str = "activity") -> "ActivityBand":
+    def from_mapping(cls, data: Mapping[str, Any], *, where: str = "activity") -> ActivityBand:
         """Parse the spec form ``{counter = "...", min = ..., max = ...}`` (SpecError on bad keys)."""
         if not isinstance(data, Mapping):
             raise SpecError(
-                f"expected a table {{counter = ..., min = ..., max = ...}}, got {data!r}", where=where
+                f"expected a table {{counter = ..., min = ..., max = ...}}, got {data!r}",
+                where=where,
             )
         unknown = sorted(set(data) - set(ACTIVITY_KEYS))
         if unknown:
@@ -98,7 +102,9 @@ def check_activity(counters: Mapping[str, Any], band: ActivityBand) -> Failure |
         )
     value = _as_number(counters[band.counter])
     if not _is_number(value) or math.isnan(value):
-        return Failure(metric, band.text, str(value), detail=f"{band.counter} = {value!r} is not a number")
+        return Failure(
+            metric, band.text, str(value), detail=f"{band.counter} = {value!r} is not a number"
+        )
     if value < band.low:
         excess = band.low - value
         why = "the optimization did nothing" if value == 0 else "too little activity"

@@ -30,9 +30,10 @@ import hashlib
 import math
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import InputError, UserError
 from .results import to_jsonable
@@ -319,7 +320,9 @@ def run_bench(
     prov = dict(provenance or {})
     prov.setdefault("workload", workload)
     prov.setdefault("sync", getattr(sync, "__name__", "custom"))
-    prov.setdefault("design", f"{blocks} interleaved blocks x {block_size} iterations, {warmup} warm-up")
+    prov.setdefault(
+        "design", f"{blocks} interleaved blocks x {block_size} iterations, {warmup} warm-up"
+    )
     return BenchResult(
         workload=workload,
         baseline=base,
@@ -379,6 +382,7 @@ def check_comparable(a: dict[str, Any], b: dict[str, Any], keys=CHECKED_PROVENAN
     ]
     if differing:
         raise UserError(
-            "benchmark runs are not comparable; checked provenance differs: " + "; ".join(differing),
+            "benchmark runs are not comparable; checked provenance differs: "
+            + "; ".join(differing),
             hint="re-run both sides from the same source revision and workload",
         )

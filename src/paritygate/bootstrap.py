@@ -27,9 +27,10 @@ import subprocess
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import SpecError, UserError
 
@@ -92,8 +93,10 @@ class BuildError(BootstrapError):
     exit_code = 14
 
 
-STEP_EXIT_CODES = {cls.step: cls.exit_code for cls in
-                   (CloneError, CheckoutError, PatchError, RequiredLinesError, BuildError)}
+STEP_EXIT_CODES = {
+    cls.step: cls.exit_code
+    for cls in (CloneError, CheckoutError, PatchError, RequiredLinesError, BuildError)
+}
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,9 @@ def _checkout(commit: str, workdir: Path, upstream: str) -> str:
         raise CheckoutError(f"git checkout {sha} failed: {_tail(done.stderr, 5)}")
     status = _git(["status", "--porcelain", "--ignored"], cwd=workdir)
     if status.stdout.strip():
-        raise CheckoutError(f"the fresh checkout of {sha} is not clean:\n{_tail(status.stdout, 10)}")
+        raise CheckoutError(
+            f"the fresh checkout of {sha} is not clean:\n{_tail(status.stdout, 10)}"
+        )
     return sha
 
 
@@ -261,11 +266,21 @@ def _build(command: str, workdir: Path, timeout: float | None) -> None:
     env = dict(os.environ, **{WORKDIR_ENV: str(workdir)})
     try:
         done = subprocess.run(
-            command, shell=True, cwd=workdir, env=env, capture_output=True, text=True,
-            timeout=timeout, check=False,
+            command,
+            shell=True,
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        stderr = (
+            exc.stderr.decode(errors="replace")
+            if isinstance(exc.stderr, bytes)
+            else (exc.stderr or "")
+        )
         raise BuildError(
             f"build command {command!r} timed out after {timeout} s; stderr tail:\n{_tail(stderr)}"
         ) from None
@@ -385,7 +400,12 @@ def config_from_spec(spec: Path, **flags: Any) -> BootstrapConfig:
         return base / value
 
     upstream = flags.get("upstream") or table.get("upstream")
-    if upstream and not flags.get("upstream") and "://" not in upstream and not upstream.startswith("git@"):
+    if (
+        upstream
+        and not flags.get("upstream")
+        and "://" not in upstream
+        and not upstream.startswith("git@")
+    ):
         if (base / upstream).exists():
             upstream = str(base / upstream)
     commit = flags.get("commit") or table.get("commit")
@@ -399,7 +419,11 @@ def config_from_spec(spec: Path, **flags: Any) -> BootstrapConfig:
         for index, item in enumerate(table.get("require", []) or []):
             if isinstance(item, str):
                 require.append(parse_required(item))
-            elif isinstance(item, dict) and isinstance(item.get("file"), str) and isinstance(item.get("line"), str):
+            elif (
+                isinstance(item, dict)
+                and isinstance(item.get("file"), str)
+                and isinstance(item.get("line"), str)
+            ):
                 require.append(RequiredLine(item["file"], item["line"]))
             else:
                 raise SpecError(

@@ -26,10 +26,11 @@ import fnmatch
 import math
 import platform
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,11 @@ class Mutation:
 
 
 def _is_float(array: np.ndarray) -> bool:
-    return array.dtype.kind == "f" or array.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+    return array.dtype.kind == "f" or array.dtype.name in (
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e5m2",
+    )
 
 
 def _finite64(array: np.ndarray) -> np.ndarray:
@@ -108,7 +113,9 @@ def additive_noise(rel: float = 1e-2) -> Mutation:
         noise = rng.standard_normal(x.shape) * (rel * rms)
         return (x.astype(np.float64) + noise).astype(x.dtype)
 
-    return Mutation(f"noise({rel:g})", f"additive Gaussian noise, {rel:g} x the output's RMS", apply)
+    return Mutation(
+        f"noise({rel:g})", f"additive Gaussian noise, {rel:g} x the output's RMS", apply
+    )
 
 
 def spike(scale: float = 0.1) -> Mutation:
@@ -123,7 +130,9 @@ def spike(scale: float = 0.1) -> Mutation:
         out[int(rng.integers(out.size))] += scale * span
         return out.reshape(x.shape).astype(x.dtype)
 
-    return Mutation(f"spike({scale:g})", f"one element moved by {scale:g} x the output's range", apply)
+    return Mutation(
+        f"spike({scale:g})", f"one element moved by {scale:g} x the output's range", apply
+    )
 
 
 def shift(axis: int = -1, by: int = 1) -> Mutation:
@@ -151,7 +160,9 @@ def swap_channels(axis: int = -1, i: int = 0, j: int = 1) -> Mutation:
         out[tuple(index_i)], out[tuple(index_j)] = second, first
         return out
 
-    return Mutation(f"swap(axis={axis},{i}<->{j})", f"entries {i} and {j} swapped along axis {axis}", apply)
+    return Mutation(
+        f"swap(axis={axis},{i}<->{j})", f"entries {i} and {j} swapped along axis {axis}", apply
+    )
 
 
 def reduced_precision(dtype: str = "float16") -> Mutation:
@@ -308,11 +319,17 @@ class CalibrationResult:
         ]
         for name, dist in self.by_metric.items():
             noise = [v for v in dist.noise if not math.isnan(v)]
-            cells = [_g(min(noise)), _g(float(np.median(noise))), _g(max(noise))] if noise else ["-"] * 3
+            cells = (
+                [_g(min(noise)), _g(float(np.median(noise))), _g(max(noise))]
+                if noise
+                else ["-"] * 3
+            )
             bug = _g(dist.smallest_bug) if dist.smallest_bug is not None else "-"
             where = f" ({dist.smallest_bug_mutation})" if dist.smallest_bug_mutation else ""
             gap = ("separated" if dist.separated else "NO GAP") if dist.gap is not None else "-"
-            lines.append(f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}")
+            lines.append(
+                f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}"
+            )
         lines.append("")
         lines.append(self.gap_line())
         lines.append("")
@@ -336,7 +353,9 @@ class CalibrationResult:
         )
         for counter, series in self.activity.items():
             parts = [
-                f"{name} {_g(min(values))}..{_g(max(values))}" for name, values in series.items() if values
+                f"{name} {_g(min(values))}..{_g(max(values))}"
+                for name, values in series.items()
+                if values
             ]
             lines.append(f"activity {counter} (min..max over runs): {'; '.join(parts)}")
         if self.repeat_spread is not None and self.repeats > 1:
@@ -372,7 +391,11 @@ class CalibrationResult:
             return "the noise is zero in value but not byte for byte: byte equality fails"
         missed = sorted(name for name, values in dist.bugs.items() if any(holds(v) for v in values))
         text = f"noise fails it in {failing} of {len(dist.noise)} runs"
-        text += f"; it lets through {', '.join(missed)}" if missed else "; it catches every mutation in every case"
+        text += (
+            f"; it lets through {', '.join(missed)}"
+            if missed
+            else "; it catches every mutation in every case"
+        )
         return text
 
     def judge_activity(self, counter: str, low: float, high: float) -> str:
@@ -382,7 +405,8 @@ class CalibrationResult:
         inside = sum(1 for v in runs if low <= v <= high)
         text = f"the candidate is inside it in {inside} of {len(runs)} runs"
         rejected = sorted(
-            name for name, values in series.items()
+            name
+            for name, values in series.items()
             if name != "candidate" and values and any(not low <= v <= high for v in values)
         )
         if rejected:
@@ -480,7 +504,9 @@ def calibrate(
     metric's gap (the claim is the metric and the band together).
     """
     if metric not in DIRECTIONS:
-        raise InputError(f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}")
+        raise InputError(
+            f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}"
+        )
     recorded = list(dict.fromkeys([metric, *metrics]))
     for name in recorded:
         if name not in DIRECTIONS:
@@ -571,7 +597,9 @@ def calibrate(
                 bugs[name].setdefault(mutation.name, []).append(
                     _worst(name, [values[p][name] for p in covered])
                 )
-        summaries.append(MutationSummary(mutation.name, "output", mutation.description, applied, None))
+        summaries.append(
+            MutationSummary(mutation.name, "output", mutation.description, applied, None)
+        )
     for name_m, make in model_mutations.items():
         applied = 0
         structure_changed: list[str] = []
@@ -584,13 +612,17 @@ def calibrate(
                 raise
             mutated = _host_tree(mutated_tree, where, outputs)
             for counter in counters:
-                activity[counter].setdefault(name_m, []).append(_counter(mutated_tree, counter, where))
+                activity[counter].setdefault(name_m, []).append(
+                    _counter(mutated_tree, counter, where)
+                )
             changes = _structure_changes(baselines[index], mutated, covered, candidate_paths[index])
             if changes:
                 # A mutated model that changes an output's structure fails the claim in the most
                 # obvious way: caught in this case, at the metric's worst value, never noise.
                 applied += 1
-                structure_changed.append(f"case {case_names[index]}: structure changed: {'; '.join(changes)}")
+                structure_changed.append(
+                    f"case {case_names[index]}: structure changed: {'; '.join(changes)}"
+                )
                 for name in recorded:
                     bugs[name].setdefault(name_m, []).append(_WORST_VALUE[DIRECTIONS[name]])
                 continue
@@ -599,11 +631,19 @@ def calibrate(
             applied += 1
             values, _ = measure(mutated, baselines[index], covered)
             for name in recorded:
-                bugs[name].setdefault(name_m, []).append(_worst(name, [values[p][name] for p in covered]))
+                bugs[name].setdefault(name_m, []).append(
+                    _worst(name, [values[p][name] for p in covered])
+                )
         description = (getattr(make, "__doc__", None) or "").strip().splitlines()
         summaries.append(
-            MutationSummary(name_m, "model", description[0] if description else "", applied, None,
-                            structure_changed=structure_changed)
+            MutationSummary(
+                name_m,
+                "model",
+                description[0] if description else "",
+                applied,
+                None,
+                structure_changed=structure_changed,
+            )
         )
 
     band_caught: dict[str, int] = {}
@@ -613,9 +653,13 @@ def calibrate(
             values = activity[counter].get(name_m, [])
             if values and all(not low <= v <= high for v in values):
                 band_caught[name_m] = len(values)
-    outside_gap = {name_m: {m: bugs[m].pop(name_m) for m in recorded if name_m in bugs[m]} for name_m in band_caught}
+    outside_gap = {
+        name_m: {m: bugs[m].pop(name_m) for m in recorded if name_m in bugs[m]}
+        for name_m in band_caught
+    }
     distributions = {
-        name: _distribution(name, noise[name], noise_by_output[name], bugs[name]) for name in recorded
+        name: _distribution(name, noise[name], noise_by_output[name], bugs[name])
+        for name in recorded
     }
     claim = distributions[metric]
     for summary in summaries:
@@ -678,7 +722,9 @@ def _counter(tree: Any, name: str, where: str) -> float:
     array = to_numpy(value, path=name)
     array = np.asarray(value if array is None else array)
     if array.size != 1 or array.dtype.kind not in "biuf":
-        raise InputError(f"{where}: activity counter {name!r} is not one number ({array.dtype}, shape {array.shape})")
+        raise InputError(
+            f"{where}: activity counter {name!r} is not one number ({array.dtype}, shape {array.shape})"
+        )
     return float(array.reshape(()))
 
 
@@ -692,14 +738,18 @@ def _host_tree(tree: Any, where: str, patterns: Sequence[str] | None = None) -> 
     leaves = flatten(tree)
     if patterns is not None:
         leaves = {
-            p: v for p, v in leaves.items() if p in patterns or any(fnmatch.fnmatchcase(p, pat) for pat in patterns)
+            p: v
+            for p, v in leaves.items()
+            if p in patterns or any(fnmatch.fnmatchcase(p, pat) for pat in patterns)
         }
     synchronize_tree(leaves)
     host = {}
     for path, value in leaves.items():
         array = to_numpy(value, path=f"{where}: {path or 'output'}")
         if array is None:
-            raise InputError(f"output {path!r} is not numeric ({type(value).__name__})", where=where)
+            raise InputError(
+                f"output {path!r} is not numeric ({type(value).__name__})", where=where
+            )
         host[path] = array
     return host
 
@@ -711,16 +761,22 @@ def _select(baseline: Mapping[str, Any], patterns: Sequence[str] | None, tree: A
     raise InputError(f"output patterns {list(patterns or [])} match none of the outputs ({names})")
 
 
-def _same_outputs(baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str) -> None:
+def _same_outputs(
+    baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str
+) -> None:
     # The unmutated candidate against the baseline: a change of structure here is an error of the
     # measurement itself (there is no noise to calibrate), unlike a mutated model's, which is caught.
     why = "the unmutated candidate must report the baseline's outputs in the baseline's shapes"
     missing = [p for p in covered if p not in other]
     if missing:
-        raise InputError(f"outputs {missing} missing from the unmutated candidate", where=where, hint=why)
+        raise InputError(
+            f"outputs {missing} missing from the unmutated candidate", where=where, hint=why
+        )
     for path in covered:
         if path not in baseline:
-            raise InputError(f"output {path!r} missing from the baseline side", where=where, hint=why)
+            raise InputError(
+                f"output {path!r} missing from the baseline side", where=where, hint=why
+            )
         if baseline[path].shape != other[path].shape:
             raise InputError(
                 f"output {path!r} of the unmutated candidate: shape {other[path].shape} against the "
@@ -735,7 +791,10 @@ _WORST_VALUE = {"max": math.inf, "min": -math.inf}
 
 
 def _structure_changes(
-    baseline: Mapping[str, Any], mutated: Mapping[str, Any], covered: Sequence[str], unmutated: set[str]
+    baseline: Mapping[str, Any],
+    mutated: Mapping[str, Any],
+    covered: Sequence[str],
+    unmutated: set[str],
 ) -> list[str]:
     """How a mutated model's outputs differ in structure from the baseline: missing, extra (an
     output the unmutated candidate does not report either), reshaped."""
@@ -764,8 +823,13 @@ def _least_detectable(metric: str, values: list[float]) -> float:
 class _Measure:
     """Metric values per output for one (actual, expected) pair, through the shared comparison."""
 
-    def __init__(self, metrics: list[str], rel_eps: float, ssim_data_range: float | None,
-                 ssim_channel_axis: int | None):
+    def __init__(
+        self,
+        metrics: list[str],
+        rel_eps: float,
+        ssim_data_range: float | None,
+        ssim_channel_axis: int | None,
+    ):
         if "ssim" in metrics and ssim_data_range is None:
             raise InputError(
                 "ssim needs the images' data range (ssim_data_range=): 255 for uint8 pixels, "
@@ -777,7 +841,10 @@ class _Measure:
         self.ssim_channel_axis = ssim_channel_axis
 
     def __call__(
-        self, actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], paths: Sequence[str]
+        self,
+        actual: Mapping[str, np.ndarray],
+        expected: Mapping[str, np.ndarray],
+        paths: Sequence[str],
     ) -> tuple[dict[str, dict[str, float]], bool]:
         from .compare import compare_output
 
@@ -807,10 +874,14 @@ class _Measure:
         return values, zero
 
 
-def _ssim(actual: np.ndarray, expected: np.ndarray, data_range: float, channel_axis: int | None, path: str) -> float:
+def _ssim(
+    actual: np.ndarray, expected: np.ndarray, data_range: float, channel_axis: int | None, path: str
+) -> float:
     from .structured import compare_images
 
-    score = compare_images(actual, expected, data_range=data_range, channel_axis=channel_axis, path=path).ssim
+    score = compare_images(
+        actual, expected, data_range=data_range, channel_axis=channel_axis, path=path
+    ).ssim
     return -math.inf if math.isnan(score) else score
 
 
@@ -831,7 +902,9 @@ def _distribution(
     gap = None
     if largest is not None and smallest is not None:
         gap = smallest - largest if direction == "max" else largest - smallest
-    return MetricDistribution(metric, direction, noise, by_output, bugs, largest, smallest, where, gap)
+    return MetricDistribution(
+        metric, direction, noise, by_output, bugs, largest, smallest, where, gap
+    )
 
 
 def _margins(margin_for: Mapping[str, float] | None) -> dict[str, float]:
@@ -869,14 +942,16 @@ def _propose(result: CalibrationResult) -> None:
         )
         result.reason = (
             f"the measured noise is exactly zero over {result.n} cases: propose an exact claim "
-            f"(metric = \"exact\", bound = 0), {kind}, instead of a tolerance"
+            f'(metric = "exact", bound = 0), {kind}, instead of a tolerance'
         )
         for summary in result.mutations:
             summary.caught = summary.cases  # every applied mutation changed the bytes
         return
     if dist.largest_noise is None or math.isinf(dist.largest_noise):
         result.refused = True
-        result.reason = f"{NO_GAP_REASON} (the noise itself holds non-finite mismatches or undefined values)"
+        result.reason = (
+            f"{NO_GAP_REASON} (the noise itself holds non-finite mismatches or undefined values)"
+        )
         return
     if dist.smallest_bug is None:
         result.refused = True
@@ -967,13 +1042,22 @@ def _environment() -> dict[str, Any]:
         for name, version in package_versions().items()
         if _MODULE_OF.get(name, name.replace("-", "_")) in sys.modules
     }
-    return {"hardware": f"{hardware} ({facts.get('system')} {facts.get('machine')})",
-            "date": utc_now(), "versions": loaded}
+    return {
+        "hardware": f"{hardware} ({facts.get('system')} {facts.get('machine')})",
+        "date": utc_now(),
+        "versions": loaded,
+    }
 
 
-_MODULE_OF = {"scikit-image": "skimage", "scikit-learn": "sklearn", "pillow": "PIL",
-              "opencv-python": "cv2", "opencv-python-headless": "cv2", "mlx-metal": "mlx",
-              "onnxruntime-gpu": "onnxruntime"}
+_MODULE_OF = {
+    "scikit-image": "skimage",
+    "scikit-learn": "sklearn",
+    "pillow": "PIL",
+    "opencv-python": "cv2",
+    "opencv-python-headless": "cv2",
+    "mlx-metal": "mlx",
+    "onnxruntime-gpu": "onnxruntime",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1029,7 +1113,8 @@ def calibrate_claim(
         candidate = claim.candidates[0]
     elif candidate not in claim.candidates:
         raise InputError(
-            f"{candidate!r} is not a candidate of this claim ({', '.join(claim.candidates)})", where=where
+            f"{candidate!r} is not a candidate of this claim ({', '.join(claim.candidates)})",
+            where=where,
         )
     chosen = _spec_cases(loaded, cases, where)
     params = claim.params
@@ -1049,8 +1134,13 @@ def calibrate_claim(
         if ":" not in target:
             raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
         mutated = dataclasses.replace(
-            base, name=f"{candidate}[{name}]", kind="python", callable=target, factory=None,
-            options={}, command=None,
+            base,
+            name=f"{candidate}[{name}]",
+            kind="python",
+            callable=target,
+            factory=None,
+            options={},
+            command=None,
         )
         mutants[name] = make_runner(mutated, loaded)
     active = [r for r in (reference_runner, candidate_runner, *mutants.values()) if r is not None]
@@ -1085,12 +1175,20 @@ def calibrate_claim(
             seed=seed,
             claim_id=claim_id,
             activity_band=(
-                (claim.activity.counter, claim.activity.low, claim.activity.high) if claim.activity else None
+                (claim.activity.counter, claim.activity.low, claim.activity.high)
+                if claim.activity
+                else None
             ),
             label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
         )
-        hidden = _split_by_noise(result)[0] if result.refused and result.claim_metric.gap is not None else []
-        if claim.oracle == "approximation" and any(m.kind == "output" and m.name in hidden for m in result.mutations):
+        hidden = (
+            _split_by_noise(result)[0]
+            if result.refused and result.claim_metric.gap is not None
+            else []
+        )
+        if claim.oracle == "approximation" and any(
+            m.kind == "output" and m.name in hidden for m in result.mutations
+        ):
             # An approximation changes the output on purpose, by more than a float16 drop or 1 %
             # noise may: those output-level mutations measure numerical noise, not its bugs.
             result.reason += (
@@ -1111,7 +1209,9 @@ def _spec_cases(spec: Any, cases: int | Sequence[str] | None, where: str) -> lis
         return every
     if isinstance(cases, int):
         if cases < 1 or cases > len(every):
-            raise InputError(f"asked for {cases} cases, the spec has {len(every)}", where=str(spec.path))
+            raise InputError(
+                f"asked for {cases} cases, the spec has {len(every)}", where=str(spec.path)
+            )
         return every[:cases]
     unknown = [c for c in cases if c not in spec.cases]
     if unknown:
@@ -1130,10 +1230,13 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
     Returns the fields written.
     """
     if result.refused:
-        raise InputError(f"calibration refused, nothing written: {result.reason}", where=str(spec_path))
+        raise InputError(
+            f"calibration refused, nothing written: {result.reason}", where=str(spec_path)
+        )
     if result.claim_id and result.claim_id != claim_id:
         raise InputError(
-            f"this calibration measured claim {result.claim_id!r}, not {claim_id!r}", where=str(spec_path)
+            f"this calibration measured claim {result.claim_id!r}, not {claim_id!r}",
+            where=str(spec_path),
         )
     fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(result.basis())}
     if result.proposal == "exact":
@@ -1146,7 +1249,12 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
     if claim is not None and claim.oracle == "no-op" and result.proposal == "tolerance":
         # Measured noise is not zero: the candidate is not a no-op; its claim is a tolerance.
         fields["oracle"] = "equivalence"
-    if claim is not None and claim.oracle == "equivalence" and result.proposal == "exact" and result.mode == "paired":
+    if (
+        claim is not None
+        and claim.oracle == "equivalence"
+        and result.proposal == "exact"
+        and result.mode == "paired"
+    ):
         # Zero noise in paired mode: the strongest oracle the boundary allows is the no-op one
         # (both orders, leaked state caught by check (b)), not a single byte comparison.
         fields["oracle"] = "no-op"
@@ -1198,11 +1306,18 @@ def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
     bins = np.geomspace(low / 2, high * 2, 40)
     for name, values in series:
         clipped = [max(v, low / 2) for v in values]
-        ax.hist(clipped, bins=bins, alpha=0.55 if name == "noise" else 0.4, label=name,
-                color="black" if name == "noise" else None)
+        ax.hist(
+            clipped,
+            bins=bins,
+            alpha=0.55 if name == "noise" else 0.4,
+            label=name,
+            color="black" if name == "noise" else None,
+        )
     if result.proposed_bound is not None and result.proposal == "tolerance":
         x = result.proposed_bound if log else 1.0 - result.proposed_bound
-        ax.axvline(max(x, low / 2), color="red", linestyle="--", label=f"bound {_g(result.proposed_bound)}")
+        ax.axvline(
+            max(x, low / 2), color="red", linestyle="--", label=f"bound {_g(result.proposed_bound)}"
+        )
     ax.set_xscale("log")
     ax.set_xlabel(dist.metric if log else f"1 - {dist.metric}")
     ax.set_ylabel("cases")

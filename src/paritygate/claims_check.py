@@ -22,9 +22,10 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import InputError, SpecError
 
@@ -50,9 +51,22 @@ _NUM = (
     r"(?:[eE][-+−]?\d+)?"
 )
 _COMPARATORS = {
-    "≤": "<=", "<=": "<=", "&le;": "<=", "⩽": "<=", "<": "<", "&lt;": "<",
-    "≥": ">=", ">=": ">=", "&ge;": ">=", "⩾": ">=", ">": ">", "&gt;": ">",
-    "=": "=", "≈": "~", "~": "~", "±": "±",
+    "≤": "<=",
+    "<=": "<=",
+    "&le;": "<=",
+    "⩽": "<=",
+    "<": "<",
+    "&lt;": "<",
+    "≥": ">=",
+    ">=": ">=",
+    "&ge;": ">=",
+    "⩾": ">=",
+    ">": ">",
+    "&gt;": ">",
+    "=": "=",
+    "≈": "~",
+    "~": "~",
+    "±": "±",
 }
 _NUMBER_AT_END = re.compile(
     r"(?:(?P<cmp>≤|<=|&le;|⩽|≥|>=|&ge;|⩾|&lt;|&gt;|<|>|=|≈|~|±)\s*)?"
@@ -67,13 +81,35 @@ _TRAILING = " \t*_`)]"
 
 # Units known well enough to call two of them different (anything else is not compared).
 _UNIT_ALIASES = {
-    "px": "px", "pixel": "px", "pixels": "px",
-    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "s": "s", "sec": "s", "second": "s", "seconds": "s",
-    "us": "us", "µs": "us", "μs": "us", "microsecond": "us", "microseconds": "us",
-    "ns": "ns", "db": "dB", "%": "%", "×": "x", "x": "x",
-    "mb": "MB", "mib": "MiB", "gb": "GB", "gib": "GiB", "kb": "kB", "kib": "KiB",
-    "ulp": "ulp", "ulps": "ulp",
+    "px": "px",
+    "pixel": "px",
+    "pixels": "px",
+    "ms": "ms",
+    "msec": "ms",
+    "millisecond": "ms",
+    "milliseconds": "ms",
+    "s": "s",
+    "sec": "s",
+    "second": "s",
+    "seconds": "s",
+    "us": "us",
+    "µs": "us",
+    "μs": "us",
+    "microsecond": "us",
+    "microseconds": "us",
+    "ns": "ns",
+    "db": "dB",
+    "%": "%",
+    "×": "x",
+    "x": "x",
+    "mb": "MB",
+    "mib": "MiB",
+    "gb": "GB",
+    "gib": "GiB",
+    "kb": "kB",
+    "kib": "KiB",
+    "ulp": "ulp",
+    "ulps": "ulp",
 }
 
 
@@ -409,24 +445,36 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
     if number.high is not None:
         return _check_activity(marker, claim, spec_where)
     if claim.bound is None:
-        return [Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")]
+        return [
+            Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")
+        ]
     published = number.value
     if number.percent and _canonical_unit(claim.unit) != "%":
         published = number.value / 100.0  # 2 % of a fraction-valued metric is 0.02
     published_unit = _canonical_unit(number.unit) if not number.percent else None
     claim_unit = _canonical_unit(claim.unit)
     if published_unit and claim_unit and published_unit != claim_unit:
-        problems.append(Problem(where, claim.id,
-                                f"published {number.text!r} is in {number.unit} but the spec's bound "
-                                f"{_with_unit(claim.bound, claim.unit)} ({spec_where}) is in {claim.unit}"))
+        problems.append(
+            Problem(
+                where,
+                claim.id,
+                f"published {number.text!r} is in {number.unit} but the spec's bound "
+                f"{_with_unit(claim.bound, claim.unit)} ({spec_where}) is in {claim.unit}",
+            )
+        )
         return problems
     if claim.direction and number.comparator in ("<=", "<", ">=", ">"):
         upper = number.comparator in ("<=", "<")
         if upper != (claim.direction == "max"):
             kind = "upper" if claim.direction == "max" else "lower"
-            problems.append(Problem(where, claim.id,
-                                    f"published {number.text!r} reads as a {'upper' if upper else 'lower'} "
-                                    f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})"))
+            problems.append(
+                Problem(
+                    where,
+                    claim.id,
+                    f"published {number.text!r} reads as a {'upper' if upper else 'lower'} "
+                    f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})",
+                )
+            )
     if not _same(published, claim.bound):
         looser = None
         if claim.direction == "max":
@@ -435,15 +483,25 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
             looser = claim.bound < published
         unit = claim.unit or ("" if number.percent else number.unit)
         if looser:
-            problems.append(Problem(where, claim.id,
-                                    f"the gate's bound {_with_unit(claim.bound, unit)} ({spec_where}) is looser "
-                                    f"than the published {number.text!r} ({_num(published)}): the gate does not "
-                                    f"enforce the number the doc publishes"))
+            problems.append(
+                Problem(
+                    where,
+                    claim.id,
+                    f"the gate's bound {_with_unit(claim.bound, unit)} ({spec_where}) is looser "
+                    f"than the published {number.text!r} ({_num(published)}): the gate does not "
+                    f"enforce the number the doc publishes",
+                )
+            )
         else:
-            problems.append(Problem(where, claim.id,
-                                    f"published {number.text!r} ({_num(published)}) differs from the gate's "
-                                    f"bound {_with_unit(claim.bound, unit)} ({spec_where}): publish the number "
-                                    "the gate enforces"))
+            problems.append(
+                Problem(
+                    where,
+                    claim.id,
+                    f"published {number.text!r} ({_num(published)}) differs from the gate's "
+                    f"bound {_with_unit(claim.bound, unit)} ({spec_where}): publish the number "
+                    "the gate enforces",
+                )
+            )
     return problems
 
 
@@ -452,23 +510,40 @@ def _check_activity(marker: Marker, claim: SpecClaim, spec_where: str) -> list[P
     number = marker.number
     assert number is not None and number.high is not None
     if claim.activity is None:
-        return [Problem(marker.where, claim.id,
-                        f"published range {number.text!r} has nothing to tie to: the claim has no "
-                        f"activity band in the spec ({spec_where}), only the single bound "
-                        f"{_with_unit(claim.bound, claim.unit)}")]
+        return [
+            Problem(
+                marker.where,
+                claim.id,
+                f"published range {number.text!r} has nothing to tie to: the claim has no "
+                f"activity band in the spec ({spec_where}), only the single bound "
+                f"{_with_unit(claim.bound, claim.unit)}",
+            )
+        ]
     low, high = claim.activity
     if _same(low, number.value) and _same(high, number.high):
         return []
-    looser = (low < number.value and high >= number.high) or (low <= number.value and high > number.high)
+    looser = (low < number.value and high >= number.high) or (
+        low <= number.value and high > number.high
+    )
     band = f"{_num(low)}–{_num(high)}"
     counter = f" of {claim.activity_counter}" if claim.activity_counter else ""
     if looser:
-        return [Problem(marker.where, claim.id,
-                        f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
-                        f"published {number.text!r}: the gate does not enforce the number the doc publishes")]
-    return [Problem(marker.where, claim.id,
-                    f"published {number.text!r} differs from the gate's activity band{counter} {band} "
-                    f"({spec_where}): publish the number the gate enforces")]
+        return [
+            Problem(
+                marker.where,
+                claim.id,
+                f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
+                f"published {number.text!r}: the gate does not enforce the number the doc publishes",
+            )
+        ]
+    return [
+        Problem(
+            marker.where,
+            claim.id,
+            f"published {number.text!r} differs from the gate's activity band{counter} {band} "
+            f"({spec_where}): publish the number the gate enforces",
+        )
+    ]
 
 
 def _pointer(data: Any, pointer: str, where: str) -> Any:
@@ -508,17 +583,39 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
             cache[file] = ValueError(str(exc))
     data = cache[file]
     if data is FileNotFoundError:
-        return [Problem(where, None, f"published {number.text!r} cites {file_text}, which does not exist")]
+        return [
+            Problem(
+                where, None, f"published {number.text!r} cites {file_text}, which does not exist"
+            )
+        ]
     if isinstance(data, ValueError):
-        return [Problem(where, None, f"published {number.text!r} cites {file_text}, which is not JSON ({data})")]
+        return [
+            Problem(
+                where,
+                None,
+                f"published {number.text!r} cites {file_text}, which is not JSON ({data})",
+            )
+        ]
     try:
         value = _pointer(data, pointer, file_text)
     except LookupError as exc:
         return [Problem(where, None, f"published {number.text!r} cites {shown}: {exc}")]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return [Problem(where, None, f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite number")]
+        return [
+            Problem(
+                where,
+                None,
+                f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite number",
+            )
+        ]
     if number.high is not None:
-        return [Problem(where, None, f"published range {number.text!r} cannot be a single measured figure ({shown} holds {_num(value)})")]
+        return [
+            Problem(
+                where,
+                None,
+                f"published range {number.text!r} cannot be a single measured figure ({shown} holds {_num(value)})",
+            )
+        ]
     readings = [(number.value, number.resolution)]
     if number.percent:
         # 97.3 % is the fraction 0.973; a file may hold either form.
@@ -526,9 +623,14 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
     for published, resolution in readings:
         if abs(published - value) <= resolution * (1 + 1e-9) + 1e-15:
             return []
-    return [Problem(where, None,
-                    f"published {number.text!r} differs from {shown}, which holds {_num(value)} "
-                    f"(it rounds to the written precision as {_round_like(value, number)})")]
+    return [
+        Problem(
+            where,
+            None,
+            f"published {number.text!r} differs from {shown}, which holds {_num(value)} "
+            f"(it rounds to the written precision as {_round_like(value, number)})",
+        )
+    ]
 
 
 def _round_like(value: float, number: PublishedNumber) -> str:
@@ -555,11 +657,14 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
 
     for claim in claims.values():
         if claim.status == "calibrated" and not claim.basis:
-            result.problems.append(Problem(
-                spec_where(claim), claim.id,
-                "is calibrated but states no basis (what was measured, when, on which hardware, "
-                "over how many cases); a calibrated bound without its basis cannot be checked",
-            ))
+            result.problems.append(
+                Problem(
+                    spec_where(claim),
+                    claim.id,
+                    "is calibrated but states no basis (what was measured, when, on which hardware, "
+                    "over how many cases); a calibrated bound without its basis cannot be checked",
+                )
+            )
 
     # Docs to scan: those given, plus every doc a claim says it is published in.
     ordered: dict[Path, Path] = {}
@@ -570,10 +675,13 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
         for name in claim.published:
             doc = (root / name).resolve()
             if not doc.is_file():
-                result.problems.append(Problem(
-                    spec_where(claim), claim.id,
-                    f"says it is published in {name}, which does not exist",
-                ))
+                result.problems.append(
+                    Problem(
+                        spec_where(claim),
+                        claim.id,
+                        f"says it is published in {name}, which does not exist",
+                    )
+                )
                 continue
             published_in.setdefault(doc, []).append(claim)
             ordered.setdefault(doc, doc)
@@ -594,11 +702,14 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
             claim = claims.get(marker.target)
             if claim is None:
                 known = ", ".join(sorted(claims)) or "none"
-                result.problems.append(Problem(
-                    marker.where, marker.target,
-                    f"unknown claim: the spec {spec_name} has no [claims.{marker.target}] "
-                    f"(published {marker.number.text!r}; claims in the spec: {known})",
-                ))
+                result.problems.append(
+                    Problem(
+                        marker.where,
+                        marker.target,
+                        f"unknown claim: the spec {spec_name} has no [claims.{marker.target}] "
+                        f"(published {marker.number.text!r}; claims in the spec: {known})",
+                    )
+                )
                 continue
             marked.setdefault(resolved, set()).add(claim.id)
             result.problems.extend(_check_claim_marker(marker, claim, spec_where(claim)))
@@ -606,10 +717,13 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
     for doc, listed in published_in.items():
         for claim in listed:
             if claim.id not in marked.get(doc, set()):
-                result.problems.append(Problem(
-                    _show(doc), claim.id,
-                    f"the spec ({spec_where(claim)}) says this claim is published here, but the doc "
-                    f"has no '<!-- claim: {claim.id} -->' marker after its number "
-                    f"(the bound is {_with_unit(claim.bound, claim.unit)})",
-                ))
+                result.problems.append(
+                    Problem(
+                        _show(doc),
+                        claim.id,
+                        f"the spec ({spec_where(claim)}) says this claim is published here, but the doc "
+                        f"has no '<!-- claim: {claim.id} -->' marker after its number "
+                        f"(the bound is {_with_unit(claim.bound, claim.unit)})",
+                    )
+                )
     return result

@@ -70,7 +70,17 @@ def compare(
         name: value
         for name, value in zip(
             _BOUND_NAMES,
-            (atol, rtol, min_cosine, max_ulp, max_mean_abs, equal_nan, rel_eps, rel_denominator, worst_k),
+            (
+                atol,
+                rtol,
+                min_cosine,
+                max_ulp,
+                max_mean_abs,
+                equal_nan,
+                rel_eps,
+                rel_denominator,
+                worst_k,
+            ),
         )
         if value is not _UNSET
     }
@@ -159,10 +169,16 @@ def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
 
     backend_actual = framework_backend(actual)
     backend_expected = framework_backend(expected)
-    one_side_empty = _empty_against_non_empty(actual, expected, backend_actual, backend_expected, tolerance, path)
+    one_side_empty = _empty_against_non_empty(
+        actual, expected, backend_actual, backend_expected, tolerance, path
+    )
     if one_side_empty is not None:
         return one_side_empty
-    if backend_actual is not None and backend_expected is not None and backend_actual is not backend_expected:
+    if (
+        backend_actual is not None
+        and backend_expected is not None
+        and backend_actual is not backend_expected
+    ):
         # Two frameworks: no device holds both, so both cross to the host and say so.
         a_np = backend_actual.to_numpy(actual)
         e_np = backend_expected.to_numpy(expected)
@@ -176,7 +192,9 @@ def compare_output(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     backend = backend_actual or backend_expected
     if backend is not None:
         other_actual = actual if backend_actual is not None else _host_side(actual, "actual", path)
-        other_expected = expected if backend_expected is not None else _host_side(expected, "expected", path)
+        other_expected = (
+            expected if backend_expected is not None else _host_side(expected, "expected", path)
+        )
         return backend.compare_arrays(other_actual, other_expected, tolerance, path)
     return _compare_host(actual, expected, tolerance, path)
 
@@ -201,7 +219,12 @@ def _shape_and_dtype(obj: Any, backend: Any) -> tuple[tuple[int, ...], str] | No
 
 
 def _empty_against_non_empty(
-    actual: Any, expected: Any, backend_actual: Any, backend_expected: Any, tolerance: Tolerance, path: str
+    actual: Any,
+    expected: Any,
+    backend_actual: Any,
+    backend_expected: Any,
+    tolerance: Tolerance,
+    path: str,
 ) -> OutputComparison | None:
     """An empty output against a non-empty one: a failing output (the two differ), not bad input.
 
@@ -217,7 +240,9 @@ def _empty_against_non_empty(
     if (size_a == 0) == (size_e == 0) or "other" in (dtype_kind(dtype_a), dtype_kind(dtype_e)):
         return None  # strings, objects ...: the kernels' own checks name what is wrong
     compared_as, promotion, _ = promote(dtype_a, dtype_e, path=path)
-    empty, full, full_shape = ("actual", "expected", shape_e) if size_a == 0 else ("expected", "actual", shape_a)
+    empty, full, full_shape = (
+        ("actual", "expected", shape_e) if size_a == 0 else ("expected", "actual", shape_a)
+    )
     failure = Failure(
         "size",
         bound=size_e,
@@ -338,7 +363,9 @@ def _compare_text(actual: Any, expected: Any, tolerance: Tolerance, path: str) -
     )
 
 
-def _compare_string_arrays(a: np.ndarray, e: np.ndarray, tolerance: Tolerance, path: str) -> OutputComparison:
+def _compare_string_arrays(
+    a: np.ndarray, e: np.ndarray, tolerance: Tolerance, path: str
+) -> OutputComparison:
     """Arrays of strings compare exactly, element by element."""
     if a.shape != e.shape:
         raise InputError(

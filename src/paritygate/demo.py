@@ -53,10 +53,15 @@ def _model_outputs(dtype: Any) -> dict[str, Any]:
     logits = hidden @ w2
     embedding = (hidden @ w_embed).mean(axis=0)
     # The layout of a 1280x800 window, refined by a few pixels the model predicts.
-    layout = np.array([[240, 48, 1040, 776],  # editor
-                       [0, 48, 240, 776],  # sidebar
-                       [0, 0, 1280, 48],  # toolbar
-                       [0, 776, 1280, 800]], dtype=dtype)  # statusbar
+    layout = np.array(
+        [
+            [240, 48, 1040, 776],  # editor
+            [0, 48, 240, 776],  # sidebar
+            [0, 0, 1280, 48],  # toolbar
+            [0, 776, 1280, 800],
+        ],
+        dtype=dtype,
+    )  # statusbar
     refine = np.tanh(embedding[:16].reshape(4, 4)) * dtype(3)
     corners = layout + refine
     boxes = {label: corners[i] for i, label in enumerate(_LABELS)}
@@ -74,10 +79,16 @@ def make_fixtures(folder: str | Path) -> tuple[Path, Path]:
     candidate["boxes"][label] = candidate["boxes"][label].copy()
     candidate["boxes"][label][_EDGES.index(edge)] += np.float16(pixels)
     meta_ref = {"model": "paritygate demo classifier", "dtype": "float32", "role": "reference"}
-    meta_cand = {"model": "paritygate demo classifier", "dtype": "float16", "role": "candidate",
-                 "planted": f"{label}.{edge} +{pixels:g} px"}
-    return (save_outputs(folder / REFERENCE_FILE, reference, metadata=meta_ref),
-            save_outputs(folder / CANDIDATE_FILE, candidate, metadata=meta_cand))
+    meta_cand = {
+        "model": "paritygate demo classifier",
+        "dtype": "float16",
+        "role": "candidate",
+        "planted": f"{label}.{edge} +{pixels:g} px",
+    }
+    return (
+        save_outputs(folder / REFERENCE_FILE, reference, metadata=meta_ref),
+        save_outputs(folder / CANDIDATE_FILE, candidate, metadata=meta_cand),
+    )
 
 
 def _bundled(name: str) -> Path:
@@ -101,15 +112,18 @@ def run_demo(reference_file: Path, candidate_file: Path) -> dict[str, Any]:
         label="float16 port vs float32 reference",
     )
     decisions = compare_class_decisions(actual["logits"], expected["logits"], path="logits")
-    boxes = compare_keyed_boxes(actual.get("boxes", {}), expected.get("boxes", {}),
-                                max_edge_delta=MAX_EDGE_PX, path="boxes")
+    boxes = compare_keyed_boxes(
+        actual.get("boxes", {}), expected.get("boxes", {}), max_edge_delta=MAX_EDGE_PX, path="boxes"
+    )
     passed = bool(numeric) and bool(decisions) and bool(boxes)
-    text = "\n\n".join([
-        format_comparison(numeric),
-        decisions.describe(),
-        boxes.describe() + f"\n  a bound of {boxes.bound_that_passes:.4g} px would have passed",
-        f"verdict: {'PASS' if passed else 'FAIL'}",
-    ])
+    text = "\n\n".join(
+        [
+            format_comparison(numeric),
+            decisions.describe(),
+            boxes.describe() + f"\n  a bound of {boxes.bound_that_passes:.4g} px would have passed",
+            f"verdict: {'PASS' if passed else 'FAIL'}",
+        ]
+    )
     report = {
         "format": "paritygate-demo-report",
         "format_version": 1,
@@ -126,15 +140,23 @@ def run_demo(reference_file: Path, candidate_file: Path) -> dict[str, Any]:
         "comparison": numeric.to_dict(),
         "structured": [decisions.to_dict(), boxes.to_dict()],
     }
-    return {"report": report, "text": text, "numeric": numeric, "decisions": decisions,
-            "boxes": boxes}
+    return {
+        "report": report,
+        "text": text,
+        "numeric": numeric,
+        "decisions": decisions,
+        "boxes": boxes,
+    }
 
 
 def _caught_exactly_the_planted_bug(outcome: dict[str, Any]) -> bool:
     label, edge, _ = PLANTED
     boxes = outcome["boxes"]
-    return (bool(outcome["numeric"]) and bool(outcome["decisions"])
-            and [f.where for f in boxes.failures] == [f"{label}.{edge}"])
+    return (
+        bool(outcome["numeric"])
+        and bool(outcome["decisions"])
+        and [f.where for f in boxes.failures] == [f"{label}.{edge}"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,8 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import UserError
     from .files import atomic_write_bytes
 
-    parser = argparse.ArgumentParser(prog="python -m paritygate.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="reports", help="folder for the JSON report (default: reports)")
+    parser = argparse.ArgumentParser(
+        prog="python -m paritygate.demo", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--out", default="reports", help="folder for the JSON report (default: reports)"
+    )
     args = parser.parse_args(argv)
     try:
         outcome = run_demo(_bundled(REFERENCE_FILE), _bundled(CANDIDATE_FILE))
@@ -163,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     caught = _caught_exactly_the_planted_bug(outcome)
     label, edge, pixels = PLANTED
     if caught:
-        click.echo(f"The gate caught the planted bug ({label}.{edge} off by {pixels:g} px) and "
-                   "nothing else: float16 rounding stays within the published claims.")
+        click.echo(
+            f"The gate caught the planted bug ({label}.{edge} off by {pixels:g} px) and "
+            "nothing else: float16 rounding stays within the published claims."
+        )
     else:
         click.echo(f"UNEXPECTED: the demo's planted bug ({label}.{edge}) was not caught exactly.")
     click.echo(f"JSON report: {report_path.resolve()}")

@@ -17,8 +17,9 @@ nothing pins (another numpy, another CPU) are information, not drift. A drift ve
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import DriftError
 from .provenance import capture, check_file_pins, check_package_pin, sha256_file
@@ -61,7 +62,9 @@ class VerifyResult:
 def runners_that_run(spec: Spec, claim_ids: Iterable[str] | None = None) -> list[str]:
     """Names of the runners a gate run will execute: the claims' candidates and their adapters,
     plus the reference when a paired claim is among them."""
-    claims = [spec.claims[c] for c in claim_ids] if claim_ids is not None else list(spec.claims.values())
+    claims = (
+        [spec.claims[c] for c in claim_ids] if claim_ids is not None else list(spec.claims.values())
+    )
     names: list[str] = []
     if any(c.mode == "paired" for c in claims):
         names.append(spec.reference.name)
@@ -93,31 +96,41 @@ def _pin_drift(subject: str, pinned: dict[str, Any], recorded: dict[str, Any]) -
     flat_pinned, flat_recorded = _flat("", pinned, {}), _flat("", recorded, {})
     for key in sorted(set(flat_pinned) | set(flat_recorded)):
         if flat_pinned.get(key) != flat_recorded.get(key):
-            items.append(DriftItem(
-                kind="pin",
-                subject=f"{subject}: {key}",
-                expected=_show(flat_pinned.get(key)),
-                observed=_show(flat_recorded.get(key)),
-                detail="the spec pins a value the reference was not recorded with",
-            ))
+            items.append(
+                DriftItem(
+                    kind="pin",
+                    subject=f"{subject}: {key}",
+                    expected=_show(flat_pinned.get(key)),
+                    observed=_show(flat_recorded.get(key)),
+                    detail="the spec pins a value the reference was not recorded with",
+                )
+            )
     return items
 
 
-def verify(spec: Spec, *, runners: Iterable[str] | None = None, cases: Iterable[str] | None = None) -> VerifyResult:
+def verify(
+    spec: Spec, *, runners: Iterable[str] | None = None, cases: Iterable[str] | None = None
+) -> VerifyResult:
     """Check every pin (see the module docstring). ``runners``: the runners that will run (their
     environment pins are checked); default: every candidate and adapter. ``cases``: the cases to
     check (default: all)."""
     result = VerifyResult()
     drift = result.drift
     case_names = list(cases) if cases is not None else list(spec.cases)
-    will_run = list(runners) if runners is not None else [r.name for r in spec.runners.values() if r.role != "reference"]
+    will_run = (
+        list(runners)
+        if runners is not None
+        else [r.name for r in spec.runners.values() if r.role != "reference"]
+    )
 
     # -- the reference on disk ------------------------------------------------------------
     reference: Reference | None = None
     try:
         reference = load_reference(spec)
     except DriftError as exc:
-        kind = "reference-missing" if "no reference recorded" in exc.message else "reference-manifest"
+        kind = (
+            "reference-missing" if "no reference recorded" in exc.message else "reference-manifest"
+        )
         drift.append(DriftItem(kind, str(spec.references / MANIFEST), None, None, exc.message))
     result.reference = reference
     if reference is not None:
@@ -129,45 +142,97 @@ def verify(spec: Spec, *, runners: Iterable[str] | None = None, cases: Iterable[
                 continue
             observed = sha256_file(path)
             if observed != digest:
-                drift.append(DriftItem("reference-file", rel, digest, observed, "file changed since it was recorded"))
+                drift.append(
+                    DriftItem(
+                        "reference-file",
+                        rel,
+                        digest,
+                        observed,
+                        "file changed since it was recorded",
+                    )
+                )
         listed = set(reference.files) | {MANIFEST}
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             rel = path.relative_to(folder).as_posix()
             if rel not in listed:
-                drift.append(DriftItem("reference-file", rel, None, sha256_file(path), "file is not in the manifest"))
+                drift.append(
+                    DriftItem(
+                        "reference-file",
+                        rel,
+                        None,
+                        sha256_file(path),
+                        "file is not in the manifest",
+                    )
+                )
 
     # -- case inputs ----------------------------------------------------------------------
     for name in case_names:
         case = spec.cases[name]
         if not case.path.is_file():
-            drift.append(DriftItem("case-input", name, case.sha256, None, f"input file {case.path} is missing"))
+            drift.append(
+                DriftItem(
+                    "case-input", name, case.sha256, None, f"input file {case.path} is missing"
+                )
+            )
         else:
             observed = sha256_file(case.path)
             if observed != case.sha256:
-                drift.append(DriftItem("case-input", name, case.sha256, observed, "input differs from its pin"))
+                drift.append(
+                    DriftItem(
+                        "case-input", name, case.sha256, observed, "input differs from its pin"
+                    )
+                )
         if reference is not None:
             recorded = reference.cases.get(name)
             if recorded is None:
-                drift.append(DriftItem("case-not-recorded", name, None, None, "the reference has no outputs for this case"))
+                drift.append(
+                    DriftItem(
+                        "case-not-recorded",
+                        name,
+                        None,
+                        None,
+                        "the reference has no outputs for this case",
+                    )
+                )
             elif recorded.get("input_sha256") != case.sha256:
-                drift.append(DriftItem("case-input", name, case.sha256, recorded.get("input_sha256"),
-                                       "the reference was recorded from another input"))
+                drift.append(
+                    DriftItem(
+                        "case-input",
+                        name,
+                        case.sha256,
+                        recorded.get("input_sha256"),
+                        "the reference was recorded from another input",
+                    )
+                )
     if reference is not None:
         for name in sorted(set(reference.cases) - set(spec.cases)):
-            result.info.append(f"the reference also holds case {name}, which the spec no longer lists")
+            result.info.append(
+                f"the reference also holds case {name}, which the spec no longer lists"
+            )
 
     # -- the reference's pins against what it was recorded with ----------------------------
     ref_runner = spec.reference
     if reference is not None:
         recorded_pins = reference.pins
-        drift.extend(_pin_drift(f"runner {ref_runner.name}", ref_runner.pins, recorded_pins.get("runner", {})))
+        drift.extend(
+            _pin_drift(
+                f"runner {ref_runner.name}", ref_runner.pins, recorded_pins.get("runner", {})
+            )
+        )
         drift.extend(_pin_drift("spec pins", spec.pins, recorded_pins.get("spec", {})))
         recorded_packages = reference.provenance.get("packages", {})
         for package, pinned in ref_runner.package_pins.items():
             holds, installed = check_package_pin(package, pinned, recorded_packages.get(package))
             if not holds:
-                drift.append(DriftItem("pin", f"runner {ref_runner.name}: package {package} (recorded)", pinned,
-                                       recorded_packages.get(package), "the reference was recorded with another version"))
+                drift.append(
+                    DriftItem(
+                        "pin",
+                        f"runner {ref_runner.name}: package {package} (recorded)",
+                        pinned,
+                        recorded_packages.get(package),
+                        "the reference was recorded with another version",
+                    )
+                )
 
     # -- runners that will run, against this environment ------------------------------------
     for name in will_run:
@@ -175,16 +240,35 @@ def verify(spec: Spec, *, runners: Iterable[str] | None = None, cases: Iterable[
         for package, pinned in runner.package_pins.items():
             holds, installed = check_package_pin(package, pinned)
             if not holds:
-                drift.append(DriftItem("environment", f"runner {name}: package {package}", pinned, installed,
-                                       "installed version does not satisfy the pin"))
+                drift.append(
+                    DriftItem(
+                        "environment",
+                        f"runner {name}: package {package}",
+                        pinned,
+                        installed,
+                        "installed version does not satisfy the pin",
+                    )
+                )
         for rel, pinned, observed in check_file_pins(spec.root, runner.file_pins):
-            drift.append(DriftItem("environment", f"runner {name}: file {rel}", pinned, observed,
-                                   "file is missing" if observed is None else "file differs from its pin"))
+            drift.append(
+                DriftItem(
+                    "environment",
+                    f"runner {name}: file {rel}",
+                    pinned,
+                    observed,
+                    "file is missing" if observed is None else "file differs from its pin",
+                )
+            )
 
     # -- unpinned provenance differences: information only ----------------------------------
     if reference is not None:
-        result.info.extend(_unpinned(reference.provenance, capture(root=spec.root, runner=ref_runner, spec_pins=spec.pins),
-                                     pinned=set(ref_runner.package_pins)))
+        result.info.extend(
+            _unpinned(
+                reference.provenance,
+                capture(root=spec.root, runner=ref_runner, spec_pins=spec.pins),
+                pinned=set(ref_runner.package_pins),
+            )
+        )
     return result
 
 
@@ -193,12 +277,19 @@ def _unpinned(recorded: dict[str, Any], current: dict[str, Any], *, pinned: set[
     old, new = recorded.get("packages", {}), current.get("packages", {})
     for name in sorted(set(old) | set(new)):
         if name not in pinned and old.get(name) != new.get(name):
-            lines.append(f"package {name}: recorded {old.get(name)}, now {new.get(name)} (not pinned)")
+            lines.append(
+                f"package {name}: recorded {old.get(name)}, now {new.get(name)} (not pinned)"
+            )
     for key, label in (("python", "python"), ("os", "os"), ("cpu", "cpu"), ("gpu", "gpu")):
         if recorded.get(key) != current.get(key):
-            lines.append(f"{label}: recorded {_show(recorded.get(key))}, now {_show(current.get(key))} (not pinned)")
+            lines.append(
+                f"{label}: recorded {_show(recorded.get(key))}, now {_show(current.get(key))} (not pinned)"
+            )
     old_git, new_git = recorded.get("git") or {}, current.get("git") or {}
-    if (old_git.get("revision"), old_git.get("dirty")) != (new_git.get("revision"), new_git.get("dirty")):
+    if (old_git.get("revision"), old_git.get("dirty")) != (
+        new_git.get("revision"),
+        new_git.get("dirty"),
+    ):
         lines.append(
             f"git: recorded {old_git.get('revision')}{' (dirty)' if old_git.get('dirty') else ''}, "
             f"now {new_git.get('revision')}{' (dirty)' if new_git.get('dirty') else ''} (not pinned)"

@@ -37,14 +37,19 @@ def check_equivalence(
             raise InputError(f"claim {claim!r} is an id: pass spec= to look it up")
         loaded = load_spec(spec)
         if claim not in loaded.claims:
-            raise InputError(f"no claim {claim!r} (claims: {', '.join(loaded.claims) or 'none'})", where=str(spec))
+            raise InputError(
+                f"no claim {claim!r} (claims: {', '.join(loaded.claims) or 'none'})",
+                where=str(spec),
+            )
         claim = loaded.claims[claim]
     if claim.oracle != "equivalence":
         raise InputError(
             f"claim {claim.id!r} answers the {claim.oracle} question, not equivalence",
             hint="no-op claims run through paritygate.paired; approximation claims through the gate",
         )
-    return evaluate_claim(claim, candidate, case, _host(actual, "actual"), _host(expected, "expected"))
+    return evaluate_claim(
+        claim, candidate, case, _host(actual, "actual"), _host(expected, "expected")
+    )
 
 
 def _host(tree: Any, side: str) -> dict[str, Any]:

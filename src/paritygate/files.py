@@ -45,7 +45,9 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 # Protocol 2+ pickles start with PROTO (0x80); torch.save writes a zip holding ``data.pkl``.
 _PICKLE_PROTO = 0x80
-_NO_PICKLE_HINT = "paritygate never unpickles; save outputs as safetensors, npz of plain arrays or JSON"
+_NO_PICKLE_HINT = (
+    "paritygate never unpickles; save outputs as safetensors, npz of plain arrays or JSON"
+)
 
 # safetensors dtype tag -> numpy dtype name (bfloat16 / float8 come from ml_dtypes)
 _SAFETENSORS_DTYPES = {
@@ -181,8 +183,9 @@ def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
             flat = _load_safetensors(data, where)
         except InputError:
             if _looks_pickled(data):
-                raise InputError("is a pickle file, refused", where=where,
-                                 hint=_NO_PICKLE_HINT) from None
+                raise InputError(
+                    "is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT
+                ) from None
             raise
         return _nest(flat, where)
     if _looks_pickled(data):
@@ -209,8 +212,11 @@ def _nest(flat: dict[str, Any], where: str) -> dict[str, Any]:
         for i, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise InputError(f"output {'/'.join(parts[: i + 1])!r} is both an array and a "
-                                 f"group (of {name!r})", where=where)
+                raise InputError(
+                    f"output {'/'.join(parts[: i + 1])!r} is both an array and a "
+                    f"group (of {name!r})",
+                    where=where,
+                )
             node = child
         if parts[-1] in node:
             raise InputError(f"output {name!r} is both an array and a group", where=where)
@@ -274,8 +280,11 @@ def _load_npy(data: bytes, where: str, member: str | None = None):
     label = f"{where}[{member}]" if member else where
     if not data.startswith(_NPY_MAGIC):
         if data.startswith(_ZIP_MAGIC):
-            raise InputError("is a zip archive (.npz or torch.save?), not a .npy array",
-                             where=label, hint=_NO_PICKLE_HINT)
+            raise InputError(
+                "is a zip archive (.npz or torch.save?), not a .npy array",
+                where=label,
+                hint=_NO_PICKLE_HINT,
+            )
         if not data:
             raise InputError("is empty, not a .npy array", where=label)
         raise InputError("not a .npy file (no NUMPY header)", where=label)
@@ -284,8 +293,9 @@ def _load_npy(data: bytes, where: str, member: str | None = None):
     except ValueError as exc:
         text = str(exc)
         if "allow_pickle" in text or "Object arrays" in text:
-            raise InputError("holds an object array (pickled data); refused", where=label,
-                             hint=_NO_PICKLE_HINT) from None
+            raise InputError(
+                "holds an object array (pickled data); refused", where=label, hint=_NO_PICKLE_HINT
+            ) from None
         raise InputError(f"corrupt or truncated .npy data ({text})", where=label) from None
     except (EOFError, OSError, SyntaxError) as exc:
         raise InputError(f"corrupt or truncated .npy data ({exc})", where=label) from None
@@ -312,7 +322,9 @@ def _load_npz(path: Path, data: bytes, where: str) -> dict[str, Any]:
                     # torch.save archives hold data.pkl: refuse rather than return raw bytes
                     raise InputError(
                         f"archive member {name!r} is not a .npy array"
-                        + (" (pickled data); refused" if name.endswith((".pkl", ".pickle")) else ""),
+                        + (
+                            " (pickled data); refused" if name.endswith((".pkl", ".pickle")) else ""
+                        ),
                         where=where,
                         hint=_NO_PICKLE_HINT,
                     )
@@ -345,8 +357,11 @@ def _load_json(data: bytes, where: str, stem: str) -> dict[str, Any]:
     try:
         tree = json.loads(text, object_pairs_hook=_object_without_duplicate_keys)
     except _DuplicateKey as exc:
-        raise InputError(f"key {exc.args[0]!r} appears twice in one object; which value is the "
-                         "output would be a guess", where=where) from None
+        raise InputError(
+            f"key {exc.args[0]!r} appears twice in one object; which value is the "
+            "output would be a guess",
+            where=where,
+        ) from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where=where
@@ -386,8 +401,9 @@ def save_outputs(
             where=where,
         )
     if not isinstance(outputs, Mapping):
-        raise InputError(f"outputs must be a mapping of names, got {type(outputs).__name__}",
-                         where=where)
+        raise InputError(
+            f"outputs must be a mapping of names, got {type(outputs).__name__}", where=where
+        )
     if metadata is not None and suffix != ".safetensors":
         raise InputError("metadata can only be stored in .safetensors files", where=where)
     if suffix == ".json":
@@ -399,8 +415,10 @@ def save_outputs(
 
         for name, array in arrays.items():
             if array.dtype.name not in _SAFETENSORS_DTYPES.values():
-                raise InputError(f"output {name!r} has dtype {array.dtype.name}, which "
-                                 "safetensors cannot store", where=where)
+                raise InputError(
+                    f"output {name!r} has dtype {array.dtype.name}, which safetensors cannot store",
+                    where=where,
+                )
         meta = None if metadata is None else {str(k): str(v) for k, v in metadata.items()}
         payload = safetensors.numpy.save(arrays, metadata=meta)
     else:
@@ -410,8 +428,11 @@ def save_outputs(
 
         for name, array in arrays.items():
             if array.dtype.kind == "V":
-                raise InputError(f"output {name!r} has dtype {array.dtype.name}, which .npz "
-                                 "cannot store faithfully; use .safetensors", where=where)
+                raise InputError(
+                    f"output {name!r} has dtype {array.dtype.name}, which .npz "
+                    "cannot store faithfully; use .safetensors",
+                    where=where,
+                )
         buffer = io.BytesIO()
         # The layout np.savez writes ("<name>.npy" members), without its keyword clash on names
         # such as "file"; names with '/' read back unchanged.
@@ -458,8 +479,9 @@ def _json_tree(value: Any, where: str, name: str = "") -> Any:
         tree = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise InputError(f"JSON keys must be strings, got {key!r} under {name or '/'}",
-                                 where=where)
+                raise InputError(
+                    f"JSON keys must be strings, got {key!r} under {name or '/'}", where=where
+                )
             tree[key] = _json_tree(item, where, f"{name}/{key}" if name else key)
         return tree
     if isinstance(value, (list, tuple)):
@@ -470,8 +492,10 @@ def _json_tree(value: Any, where: str, name: str = "") -> Any:
     if callable(tolist):
         dtype = getattr(value, "dtype", None)
         if dtype is not None and not (_is_numeric(dtype) or dtype.kind in "US"):
-            raise InputError(f"output {name!r} has dtype {dtype}, which JSON cannot store",
-                             where=where)
+            raise InputError(
+                f"output {name!r} has dtype {dtype}, which JSON cannot store", where=where
+            )
         return _json_tree(tolist(), where, name)
-    raise InputError(f"output {name!r} of type {type(value).__name__} cannot be written as JSON",
-                     where=where)
+    raise InputError(
+        f"output {name!r} of type {type(value).__name__} cannot be written as JSON", where=where
+    )

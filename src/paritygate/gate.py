@@ -22,8 +22,9 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .drift import runners_that_run, verify
 from .errors import InputError, SpecError, UserError
@@ -48,11 +49,17 @@ def current_hardware(spec: Spec, override: Iterable[str] | str | None = None) ->
     if override is None:
         override = os.environ.get(HARDWARE_ENV) or None
     if override is not None:
-        names = [n.strip() for n in (override.split(",") if isinstance(override, str) else override) if n.strip()]
+        names = [
+            n.strip()
+            for n in (override.split(",") if isinstance(override, str) else override)
+            if n.strip()
+        ]
         unknown = [n for n in names if n != "any" and n not in spec.hardware]
         if unknown:
-            raise SpecError(f"unknown hardware class {', '.join(unknown)}; the spec declares: {', '.join(spec.hardware) or 'none'}",
-                            where=str(spec.path))
+            raise SpecError(
+                f"unknown hardware class {', '.join(unknown)}; the spec declares: {', '.join(spec.hardware) or 'none'}",
+                where=str(spec.path),
+            )
         return ["any", *[n for n in names if n != "any"]]
     facts = machine_facts()
     classes = ["any"]
@@ -71,7 +78,9 @@ def current_hardware(spec: Spec, override: Iterable[str] | str | None = None) ->
 
 @dataclass
 class _Runs:
-    outputs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # runner -> case -> outputs
+    outputs: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=dict
+    )  # runner -> case -> outputs
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
     stderr: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -91,13 +100,31 @@ def _excess(claim: Claim, observed: float) -> float:
 def _structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list[Failure]:
     failures = []
     for name in sorted(set(expected) - set(actual)):
-        failures.append(Failure("missing_output", None, None, where=name, detail="in the reference, not produced by the candidate"))
+        failures.append(
+            Failure(
+                "missing_output",
+                None,
+                None,
+                where=name,
+                detail="in the reference, not produced by the candidate",
+            )
+        )
     for name in sorted(set(actual) - set(expected)):
-        failures.append(Failure("extra_output", None, None, where=name, detail="produced by the candidate, not in the reference"))
+        failures.append(
+            Failure(
+                "extra_output",
+                None,
+                None,
+                where=name,
+                detail="produced by the candidate, not in the reference",
+            )
+        )
     return failures
 
 
-def _element(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+def _element(
+    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
+) -> tuple[float | None, list[Failure], dict[str, Any]]:
     from .compare import compare_output
 
     metric = claim.metric
@@ -115,11 +142,21 @@ def _element(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> 
         try:
             oc = compare_output(a, e, tol, name)
         except InputError as exc:
-            failures.append(Failure("shape" if "shape" in exc.message else "input", None, None, where=name, detail=exc.message))
+            failures.append(
+                Failure(
+                    "shape" if "shape" in exc.message else "input",
+                    None,
+                    None,
+                    where=name,
+                    detail=exc.message,
+                )
+            )
             worst = math.inf
             continue
         if metric == "ulp":
-            observed = oc.ulp_max if oc.ulp_max is not None else (0 if oc.max_abs == 0 else math.inf)
+            observed = (
+                oc.ulp_max if oc.ulp_max is not None else (0 if oc.max_abs == 0 else math.inf)
+            )
         elif metric == "max_rel":
             observed = oc.max_rel
         else:
@@ -128,15 +165,36 @@ def _element(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> 
         if nonfinite:
             observed = math.inf
         evidence[name] = {
-            "max_abs": oc.max_abs, "mean_abs": oc.mean_abs, "max_rel": oc.max_rel, "cosine": oc.cosine,
-            "ulp_max": oc.ulp_max, "mismatches": oc.mismatches, "size": oc.size,
-            "compared_as": oc.compared_as, "promotion": oc.promotion, "atol_needed": oc.atol_needed,
-            "worst": [{"index": list(el.index), "actual": el.actual, "expected": el.expected, "abs_diff": el.abs_diff}
-                      for el in oc.worst[:5]],
+            "max_abs": oc.max_abs,
+            "mean_abs": oc.mean_abs,
+            "max_rel": oc.max_rel,
+            "cosine": oc.cosine,
+            "ulp_max": oc.ulp_max,
+            "mismatches": oc.mismatches,
+            "size": oc.size,
+            "compared_as": oc.compared_as,
+            "promotion": oc.promotion,
+            "atol_needed": oc.atol_needed,
+            "worst": [
+                {
+                    "index": list(el.index),
+                    "actual": el.actual,
+                    "expected": el.expected,
+                    "abs_diff": el.abs_diff,
+                }
+                for el in oc.worst[:5]
+            ],
         }
         if metric == "exact" and (getattr(a, "dtype", None) != getattr(e, "dtype", None)):
-            failures.append(Failure("dtype", str(getattr(e, "dtype", "")), str(getattr(a, "dtype", "")), where=name,
-                                    detail="byte equality needs the same dtype"))
+            failures.append(
+                Failure(
+                    "dtype",
+                    str(getattr(e, "dtype", "")),
+                    str(getattr(a, "dtype", "")),
+                    where=name,
+                    detail="byte equality needs the same dtype",
+                )
+            )
         worst = observed if worst is None or observed > worst else worst
         if not claim.holds(observed):
             where = name
@@ -146,7 +204,16 @@ def _element(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> 
             if oc.worst and not nonfinite:
                 el = oc.worst[0]
                 detail = f"actual {el.actual}, expected {el.expected}; {oc.mismatches} of {oc.size} elements beyond the bound"
-            failures.append(Failure(metric, claim.bound, observed, _excess(claim, observed), where=where, detail=detail))
+            failures.append(
+                Failure(
+                    metric,
+                    claim.bound,
+                    observed,
+                    _excess(claim, observed),
+                    where=where,
+                    detail=detail,
+                )
+            )
     return worst, failures, evidence
 
 
@@ -172,7 +239,9 @@ def _boxes(tree: dict[str, Any]) -> dict[str, Any]:
     return labels
 
 
-def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+def _edge(
+    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
+) -> tuple[float | None, list[Failure], dict[str, Any]]:
     from .structured import BOX_EDGES, compare_keyed_boxes
 
     common = sorted(set(actual) & set(expected))
@@ -182,8 +251,10 @@ def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tup
     kind = "box" if edge_names == BOX_EDGES else "element"
     try:
         result = compare_keyed_boxes(
-            _boxes({k: actual[k] for k in common}), _boxes({k: expected[k] for k in common}),
-            max_edge_delta=claim.bound, edge_names=edge_names,
+            _boxes({k: actual[k] for k in common}),
+            _boxes({k: expected[k] for k in common}),
+            max_edge_delta=claim.bound,
+            edge_names=edge_names,
         )
     except InputError as exc:
         return math.inf, [Failure("input", None, None, detail=exc.message)], {}
@@ -192,16 +263,29 @@ def _edge(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tup
     for f in result.failures:
         if f.metric == "edge_delta":
             label, edge = f.where.rsplit(".", 1)
-            failures.append(Failure(
-                "edge_delta", f.bound, f.observed, f.excess, where=f"{kind} {label}, edge {edge}",
-                detail=f"{f.detail}{unit}"))
+            failures.append(
+                Failure(
+                    "edge_delta",
+                    f.bound,
+                    f.observed,
+                    f.excess,
+                    where=f"{kind} {label}, edge {edge}",
+                    detail=f"{f.detail}{unit}",
+                )
+            )
         else:
             failures.append(f)
-    evidence = {"edge_deltas": result.edge_deltas, "worst": result.worst, "bound_that_passes": result.bound_that_passes}
+    evidence = {
+        "edge_deltas": result.edge_deltas,
+        "worst": result.worst,
+        "bound_that_passes": result.bound_that_passes,
+    }
     return result.observed_max_delta, failures, evidence
 
 
-def _output(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> tuple[float | None, list[Failure], dict[str, Any]]:
+def _output(
+    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
+) -> tuple[float | None, list[Failure], dict[str, Any]]:
     from .compare import compare_output
 
     failures: list[Failure] = []
@@ -212,15 +296,29 @@ def _output(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> t
             if claim.metric in ("cosine", "mean_abs"):
                 oc = compare_output(actual[name], expected[name], Tolerance(), name)
                 value = oc.cosine if claim.metric == "cosine" else oc.mean_abs
-                evidence[name] = {"cosine": oc.cosine, "mean_abs": oc.mean_abs, "max_abs": oc.max_abs,
-                                  "cosine_undefined": oc.cosine_undefined}
+                evidence[name] = {
+                    "cosine": oc.cosine,
+                    "mean_abs": oc.mean_abs,
+                    "max_abs": oc.max_abs,
+                    "cosine_undefined": oc.cosine_undefined,
+                }
                 detail = f"undefined: {oc.cosine_undefined}" if value is None else ""
             else:
                 from .structured import compare_images
 
-                res = compare_images(actual[name], expected[name], data_range=float(claim.params["data_range"]), path=name)
+                res = compare_images(
+                    actual[name],
+                    expected[name],
+                    data_range=float(claim.params["data_range"]),
+                    path=name,
+                )
                 value = res.ssim if claim.metric == "ssim" else res.psnr
-                evidence[name] = {"ssim": res.ssim, "psnr": res.psnr, "mse": res.mse, "max_abs": res.max_abs}
+                evidence[name] = {
+                    "ssim": res.ssim,
+                    "psnr": res.psnr,
+                    "mse": res.mse,
+                    "max_abs": res.max_abs,
+                }
                 detail = ""
         except InputError as exc:
             failures.append(Failure("input", None, None, where=name, detail=exc.message))
@@ -229,16 +327,25 @@ def _output(claim: Claim, actual: dict[str, Any], expected: dict[str, Any]) -> t
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             observed_all.append(value)
         if not claim.holds(value):
-            failures.append(Failure(claim.metric, claim.bound, value,
-                                    None if value is None else _excess(claim, value), where=name, detail=detail))
+            failures.append(
+                Failure(
+                    claim.metric,
+                    claim.bound,
+                    value,
+                    None if value is None else _excess(claim, value),
+                    where=name,
+                    detail=detail,
+                )
+            )
     if not observed_all:
         return None, failures, evidence
     worst = max(observed_all) if claim.direction == "max" else min(observed_all)
     return worst, failures, evidence
 
 
-def evaluate_claim(claim: Claim, candidate: str, case: str | None, actual: dict[str, Any],
-                   expected: dict[str, Any]) -> ClaimVerdict:
+def evaluate_claim(
+    claim: Claim, candidate: str, case: str | None, actual: dict[str, Any], expected: dict[str, Any]
+) -> ClaimVerdict:
     """One per-case verdict (element, edge or output scope) of ``claim`` on flattened outputs.
 
     A claim with an activity band also requires the candidate's counter output (e.g. skipped
@@ -246,7 +353,9 @@ def evaluate_claim(claim: Claim, candidate: str, case: str | None, actual: dict[
     counters = {}
     if claim.activity is not None and claim.activity.counter in actual:
         counters[claim.activity.counter] = actual[claim.activity.counter]
-    actual = {k: v for k, v in _covered(claim, actual).items() if k not in counters or k in expected}
+    actual = {
+        k: v for k, v in _covered(claim, actual).items() if k not in counters or k in expected
+    }
     expected = _covered(claim, expected)
     failures = _structure_failures(actual, expected)
     if claim.activity is not None:
@@ -265,14 +374,27 @@ def evaluate_claim(claim: Claim, candidate: str, case: str | None, actual: dict[
         raise ValueError(f"claim scope {claim.scope} is not evaluated per case")
     failures.extend(more)
     if not expected:
-        failures.append(Failure("no_output", None, None, detail="the reference holds no output this claim covers"))
+        failures.append(
+            Failure(
+                "no_output", None, None, detail="the reference holds no output this claim covers"
+            )
+        )
     excess = None
     if observed is not None and not claim.holds(observed):
         excess = _excess(claim, observed)
     return ClaimVerdict(
-        claim_id=claim.id, candidate=candidate, case=case, passed=not failures, oracle=claim.oracle,
-        metric=claim.metric, bound=claim.bound, unit=claim.unit, observed=observed, excess=excess,
-        failures=failures, evidence=evidence,
+        claim_id=claim.id,
+        candidate=candidate,
+        case=case,
+        passed=not failures,
+        oracle=claim.oracle,
+        metric=claim.metric,
+        bound=claim.bound,
+        unit=claim.unit,
+        observed=observed,
+        excess=excess,
+        failures=failures,
+        evidence=evidence,
     )
 
 
@@ -284,8 +406,14 @@ def _softmax(x: Any) -> Any:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual: dict[str, dict[str, Any]],
-             expected: dict[str, dict[str, Any]] | None) -> ClaimVerdict:
+def _dataset(
+    claim: Claim,
+    candidate: str,
+    spec: Spec,
+    cases: list[str],
+    actual: dict[str, dict[str, Any]],
+    expected: dict[str, dict[str, Any]] | None,
+) -> ClaimVerdict:
     import numpy as np
 
     from .structured import expected_calibration_error
@@ -296,12 +424,22 @@ def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual:
     for case in cases:
         out = actual.get(case)
         if out is None:
-            failures.append(Failure("missing_case", None, None, where=case, detail="the candidate produced no outputs (its run error says why)"))
+            failures.append(
+                Failure(
+                    "missing_case",
+                    None,
+                    None,
+                    where=case,
+                    detail="the candidate produced no outputs (its run error says why)",
+                )
+            )
             continue
         covered = _covered(claim, out)
         reference = _covered(claim, expected.get(case, {})) if expected is not None else {}
-        failures.extend(Failure(f.metric, None, None, where=f"case {case}: {f.where}", detail=f.detail)
-                        for f in (_structure_failures(covered, reference) if expected is not None else []))
+        failures.extend(
+            Failure(f.metric, None, None, where=f"case {case}: {f.where}", detail=f.detail)
+            for f in (_structure_failures(covered, reference) if expected is not None else [])
+        )
         for name in sorted(covered):
             scores = np.asarray(covered[name], dtype=np.float64)
             scores = scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
@@ -312,8 +450,15 @@ def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual:
             if claim.metric in ("accuracy", "ece"):
                 label = np.asarray(spec.cases[case].labels[label_key]).reshape(-1)
                 if len(label) != len(scores):
-                    failures.append(Failure("labels", len(scores), len(label), where=f"case {case}: {name}",
-                                            detail="one label per row of scores"))
+                    failures.append(
+                        Failure(
+                            "labels",
+                            len(scores),
+                            len(label),
+                            where=f"case {case}: {name}",
+                            detail="one label per row of scores",
+                        )
+                    )
                     label = np.resize(label, len(scores))
                 labels.append(label)
     evidence: dict[str, Any] = {"cases": len(cases)}
@@ -324,30 +469,62 @@ def _dataset(claim: Claim, candidate: str, spec: Spec, cases: list[str], actual:
         if claim.metric == "accuracy":
             observed = float(np.mean(scores.argmax(axis=1) == np.concatenate(labels)))
         elif claim.metric == "ece":
-            probs = _softmax(scores) if claim.params.get("inputs", "probabilities") == "logits" else scores
-            observed = expected_calibration_error(probs, np.concatenate(labels), n_bins=int(claim.params.get("bins", 15)))
+            probs = (
+                _softmax(scores)
+                if claim.params.get("inputs", "probabilities") == "logits"
+                else scores
+            )
+            observed = expected_calibration_error(
+                probs, np.concatenate(labels), n_bins=int(claim.params.get("bins", 15))
+            )
         else:  # agreement with the reference's argmax
             if ref_rows and sum(len(r) for r in ref_rows) == len(scores):
-                observed = float(np.mean(scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1)))
+                observed = float(
+                    np.mean(scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1))
+                )
             else:
-                failures.append(Failure("agreement", None, None, detail="reference and candidate rows differ in number"))
+                failures.append(
+                    Failure(
+                        "agreement",
+                        None,
+                        None,
+                        detail="reference and candidate rows differ in number",
+                    )
+                )
     if observed is None:
         failures.append(Failure(claim.metric, claim.bound, None, detail="nothing to measure"))
     elif not claim.holds(observed):
-        failures.append(Failure(claim.metric, claim.bound, observed, _excess(claim, observed),
-                                where=f"over {len(cases)} cases"))
+        failures.append(
+            Failure(
+                claim.metric,
+                claim.bound,
+                observed,
+                _excess(claim, observed),
+                where=f"over {len(cases)} cases",
+            )
+        )
     return ClaimVerdict(
-        claim_id=claim.id, candidate=candidate, case=None, passed=not failures, oracle=claim.oracle,
-        metric=claim.metric, bound=claim.bound, unit=claim.unit, observed=observed,
+        claim_id=claim.id,
+        candidate=candidate,
+        case=None,
+        passed=not failures,
+        oracle=claim.oracle,
+        metric=claim.metric,
+        bound=claim.bound,
+        unit=claim.unit,
+        observed=observed,
         excess=None if observed is None or claim.holds(observed) else _excess(claim, observed),
-        failures=failures, evidence=evidence,
+        failures=failures,
+        evidence=evidence,
     )
 
 
 _SPEED_QUANTILES = {"p50_ms": 0.5, "p90_ms": 0.9, "p95_ms": 0.95}
 
 
-def _speed(spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs: "_Runs") -> ClaimVerdict:
+def _speed(
+    spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs: _Runs
+) -> ClaimVerdict:
     """A speed claim, measured as an experiment (paritygate.bench), never from gate wall times.
 
     Latency claims (p50/p90/p95) time the candidate alone: cold call apart, warm-up uncounted, at
@@ -365,20 +542,49 @@ def _speed(spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs
     def verdict(observed: Any, failures: list[Failure], evidence: dict[str, Any]) -> ClaimVerdict:
         passed = not failures and claim.holds(observed)
         if not failures and not passed:
-            failures = [Failure(claim.metric, claim.bound, observed, _excess(claim, observed), where=f"case {case_name}")]
+            failures = [
+                Failure(
+                    claim.metric,
+                    claim.bound,
+                    observed,
+                    _excess(claim, observed),
+                    where=f"case {case_name}",
+                )
+            ]
         return ClaimVerdict(
-            claim_id=claim.id, candidate=candidate, case=case_name, passed=passed, oracle=claim.oracle,
-            metric=claim.metric, bound=claim.bound, unit=claim.unit or ("x" if claim.metric == "speedup" else "ms"),
-            observed=observed, excess=None if passed or observed is None else _excess(claim, observed),
-            failures=failures, evidence=evidence,
+            claim_id=claim.id,
+            candidate=candidate,
+            case=case_name,
+            passed=passed,
+            oracle=claim.oracle,
+            metric=claim.metric,
+            bound=claim.bound,
+            unit=claim.unit or ("x" if claim.metric == "speedup" else "ms"),
+            observed=observed,
+            excess=None if passed or observed is None else _excess(claim, observed),
+            failures=failures,
+            evidence=evidence,
         )
 
     if case_name not in spec.cases:
-        raise SpecError(f"speed claim {claim.id!r} times case {case_name!r}, which the spec does not have",
-                        where=str(spec.path))
+        raise SpecError(
+            f"speed claim {claim.id!r} times case {case_name!r}, which the spec does not have",
+            where=str(spec.path),
+        )
     gated = runs.outputs.get(candidate, {}).get(case_name)
     if gated is None:
-        return verdict(None, [Failure("run", None, None, detail=f"runner {candidate} produced no checked outputs for case {case_name} (its run error says why)")], {})
+        return verdict(
+            None,
+            [
+                Failure(
+                    "run",
+                    None,
+                    None,
+                    detail=f"runner {candidate} produced no checked outputs for case {case_name} (its run error says why)",
+                )
+            ],
+            {},
+        )
 
     def same_as_gated(outputs: Any) -> bool:
         return bool(compare(outputs, gated))
@@ -395,31 +601,63 @@ def _speed(spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs
             ref.activate()
         if ref is None:
             q = _SPEED_QUANTILES[claim.metric]
-            side = time_side(lambda it: cand.run(case).outputs, name=candidate,
-                             iterations=max(blocks * block_size, min_samples_for(q)), warmup=warmup,
-                             sync=lambda _: None, check_output=same_as_gated)
+            side = time_side(
+                lambda it: cand.run(case).outputs,
+                name=candidate,
+                iterations=max(blocks * block_size, min_samples_for(q)),
+                warmup=warmup,
+                sync=lambda _: None,
+                check_output=same_as_gated,
+            )
             observed = percentile(side.end_to_end_s, q) * 1000.0
-            return verdict(observed, [], {"samples_ms": [s * 1000.0 for s in side.end_to_end_s],
-                                          "cold_ms": side.cold_s * 1000.0, "warmup": warmup})
-        bench = run_bench(lambda it: ref.run(case).outputs, lambda it: cand.run(case).outputs,
-                          workload=f"{claim.id}:{case_name}", blocks=blocks, block_size=block_size, warmup=warmup,
-                          sync=lambda _: None, check_outputs=lambda _, out: same_as_gated(out))
+            return verdict(
+                observed,
+                [],
+                {
+                    "samples_ms": [s * 1000.0 for s in side.end_to_end_s],
+                    "cold_ms": side.cold_s * 1000.0,
+                    "warmup": warmup,
+                },
+            )
+        bench = run_bench(
+            lambda it: ref.run(case).outputs,
+            lambda it: cand.run(case).outputs,
+            workload=f"{claim.id}:{case_name}",
+            blocks=blocks,
+            block_size=block_size,
+            warmup=warmup,
+            sync=lambda _: None,
+            check_outputs=lambda _, out: same_as_gated(out),
+        )
         failures = []
         if not bench.improvement_counts:
-            failures.append(Failure("speedup", claim.bound, bench.speedup, where=f"case {case_name}",
-                                    detail=bench.verdict))
+            failures.append(
+                Failure(
+                    "speedup",
+                    claim.bound,
+                    bench.speedup,
+                    where=f"case {case_name}",
+                    detail=bench.verdict,
+                )
+            )
         return verdict(bench.speedup, failures, bench.to_dict())
     except RunFailure as exc:
         return verdict(None, [Failure("run", None, None, detail=exc.describe())], {})
     except UserError as exc:
-        return verdict(None, [Failure("speed", claim.bound, None, where=f"case {case_name}", detail=exc.one_line())], {})
+        return verdict(
+            None,
+            [Failure("speed", claim.bound, None, where=f"case {case_name}", detail=exc.one_line())],
+            {},
+        )
     finally:
         cand.deactivate()
         if ref is not None:
             ref.deactivate()
 
 
-def _cross_adapter(candidate: str, adapter: str, case: str, primary: dict[str, Any], other: dict[str, Any]) -> ClaimVerdict:
+def _cross_adapter(
+    candidate: str, adapter: str, case: str, primary: dict[str, Any], other: dict[str, Any]
+) -> ClaimVerdict:
     from .compare import compare_output
 
     failures = _structure_failures(other, primary)
@@ -444,9 +682,17 @@ def _cross_adapter(candidate: str, adapter: str, case: str, primary: dict[str, A
                 detail = f"{adapter} {el.actual}, {candidate} {el.expected}"
             failures.append(Failure("max_abs", 0, observed, observed, where=where, detail=detail))
     return ClaimVerdict(
-        claim_id=f"{CROSS_ADAPTER_PREFIX}{candidate}", candidate=adapter, case=case, passed=not failures,
-        oracle="cross-adapter", metric="max_abs", bound=0, observed=worst,
-        excess=worst if worst > 0 else None, failures=failures, evidence=evidence,
+        claim_id=f"{CROSS_ADAPTER_PREFIX}{candidate}",
+        candidate=adapter,
+        case=case,
+        passed=not failures,
+        oracle="cross-adapter",
+        metric="max_abs",
+        bound=0,
+        observed=worst,
+        excess=worst if worst > 0 else None,
+        failures=failures,
+        evidence=evidence,
     )
 
 
@@ -454,8 +700,14 @@ def _cross_adapter(candidate: str, adapter: str, case: str, primary: dict[str, A
 # The run
 
 
-def _run_all(spec: Spec, names: list[str], cases: list[str], result: GateResult, runs: _Runs,
-             progress: Progress | None) -> None:
+def _run_all(
+    spec: Spec,
+    names: list[str],
+    cases: list[str],
+    result: GateResult,
+    runs: _Runs,
+    progress: Progress | None,
+) -> None:
     total = len(names) * len(cases)
     done = 0
     for name in names:
@@ -493,9 +745,15 @@ def _run_all(spec: Spec, names: list[str], cases: list[str], result: GateResult,
 SPEED_IN_TESTS = "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite"
 
 
-def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable[str] | None = None,
-             hardware: Iterable[str] | str | None = None, progress: Progress | None = None,
-             speed: bool = True) -> GateResult:
+def run_gate(
+    spec: Spec,
+    *,
+    claims: Iterable[str] | None = None,
+    cases: Iterable[str] | None = None,
+    hardware: Iterable[str] | str | None = None,
+    progress: Progress | None = None,
+    speed: bool = True,
+) -> GateResult:
     """Verify, run every candidate on every case, evaluate every claim; see the module docstring.
 
     ``claims`` / ``cases`` restrict the run (unknown names are a SpecError). ``hardware`` names
@@ -506,18 +764,26 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
     case_names = list(cases) if cases is not None else list(spec.cases)
     for cid in claim_ids:
         if cid not in spec.claims:
-            raise SpecError(f"no claim {cid!r}; the spec has: {', '.join(spec.claims)}", where=str(spec.path))
+            raise SpecError(
+                f"no claim {cid!r}; the spec has: {', '.join(spec.claims)}", where=str(spec.path)
+            )
     for case in case_names:
         if case not in spec.cases:
-            raise SpecError(f"no case {case!r}; the spec has: {', '.join(spec.cases)}", where=str(spec.path))
+            raise SpecError(
+                f"no case {case!r}; the spec has: {', '.join(spec.cases)}", where=str(spec.path)
+            )
     result = GateResult(spec=str(spec.path), started=utc_now())
     classes = current_hardware(spec, hardware)
     selected: list[Claim] = []
     for cid in claim_ids:
         claim = spec.claims[cid]
         if claim.hardware not in classes:
-            result.not_evaluated.append(NotEvaluated(
-                cid, f"holds for hardware class {claim.hardware!r}; this machine is {', '.join(classes)}"))
+            result.not_evaluated.append(
+                NotEvaluated(
+                    cid,
+                    f"holds for hardware class {claim.hardware!r}; this machine is {', '.join(classes)}",
+                )
+            )
         elif claim.scope == "speed" and not speed:
             result.not_evaluated.append(NotEvaluated(cid, SPEED_IN_TESTS))
         else:
@@ -529,11 +795,15 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
     result.provenance["unpinned_differences"] = checked.info
     # What each runner that runs declares it is (model, revision, preprocessing ...): their
     # package and file pins were checked above; the free-form ones travel with the result.
-    result.provenance["runner_pins"] = {n: spec.runners[n].pins for n in names if spec.runners[n].pins}
+    result.provenance["runner_pins"] = {
+        n: spec.runners[n].pins for n in names if spec.runners[n].pins
+    }
     if checked.drift:
         result.drift = checked.drift
         for claim in selected:
-            result.not_evaluated.append(NotEvaluated(claim.id, "not run: drift (re-record deliberately)"))
+            result.not_evaluated.append(
+                NotEvaluated(claim.id, "not run: drift (re-record deliberately)")
+            )
         result.finished = utc_now()
         return result
     if not selected:
@@ -575,15 +845,25 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
             if out is None or expected is None:
                 continue
             if spec.runners[name].cast == "reference":
-                out = {k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()}
+                out = {
+                    k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()
+                }
                 runs.outputs[name][case] = out
             # Activity counters (skipped steps ...) exist on the candidate's side only.
             counters = {c.activity.counter for c in stored if c.activity is not None}
             out = {k: v for k, v in out.items() if k not in counters or k in expected}
             for f in _structure_failures(out, expected):
-                if _said_by_a_verdict(spec, stored, name, f, runs.outputs.get(spec.runners[name].adapter_of or "", {}).get(case)):
+                if _said_by_a_verdict(
+                    spec,
+                    stored,
+                    name,
+                    f,
+                    runs.outputs.get(spec.runners[name].adapter_of or "", {}).get(case),
+                ):
                     continue
-                result.errors.append(f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})")
+                result.errors.append(
+                    f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})"
+                )
 
     for claim in stored:
         for candidate in claim.candidates:
@@ -593,7 +873,9 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
                 continue
             if claim.scope == "dataset":
                 expected_all = {c: e for c in case_names if (e := expected_for(c)) is not None}
-                result.verdicts.append(_dataset(claim, candidate, spec, case_names, produced, expected_all))
+                result.verdicts.append(
+                    _dataset(claim, candidate, spec, case_names, produced, expected_all)
+                )
                 continue
             for case in case_names:
                 actual = produced.get(case)
@@ -601,9 +883,26 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
                 if expected is None:
                     continue
                 if actual is None:
-                    result.verdicts.append(ClaimVerdict(
-                        claim.id, candidate, case, False, claim.oracle, claim.metric, claim.bound, claim.unit,
-                        failures=[Failure("run", None, None, detail=f"runner {candidate} produced no outputs for this case (its run error says why)")]))
+                    result.verdicts.append(
+                        ClaimVerdict(
+                            claim.id,
+                            candidate,
+                            case,
+                            False,
+                            claim.oracle,
+                            claim.metric,
+                            claim.bound,
+                            claim.unit,
+                            failures=[
+                                Failure(
+                                    "run",
+                                    None,
+                                    None,
+                                    detail=f"runner {candidate} produced no outputs for this case (its run error says why)",
+                                )
+                            ],
+                        )
+                    )
                     continue
                 result.verdicts.append(evaluate_claim(claim, candidate, case, actual, expected))
 
@@ -614,7 +913,9 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
                 other = runs.outputs.get(adapter.name, {}).get(case)
                 if primary is None or other is None:
                     continue  # the failed run is already an error of the run
-                result.verdicts.append(_cross_adapter(candidate, adapter.name, case, primary, other))
+                result.verdicts.append(
+                    _cross_adapter(candidate, adapter.name, case, primary, other)
+                )
 
     stderr = {n: s for n, s in runs.stderr.items() if s}
     if stderr:
@@ -624,8 +925,9 @@ def run_gate(spec: Spec, *, claims: Iterable[str] | None = None, cases: Iterable
     return result
 
 
-def _said_by_a_verdict(spec: Spec, stored: list[Claim], runner: str, failure: Failure,
-                       primary: dict[str, Any] | None) -> bool:
+def _said_by_a_verdict(
+    spec: Spec, stored: list[Claim], runner: str, failure: Failure, primary: dict[str, Any] | None
+) -> bool:
     """Whether a verdict already states this missing / extra output, so the report says it once.
 
     A candidate's output covered by one of its per-case or dataset claims fails that claim's
@@ -636,17 +938,23 @@ def _said_by_a_verdict(spec: Spec, stored: list[Claim], runner: str, failure: Fa
     if spec.runners[runner].role == "adapter":
         if primary is None:
             return False
-        return (output in primary) if failure.metric == "missing_output" else (output not in primary)
+        return (
+            (output in primary) if failure.metric == "missing_output" else (output not in primary)
+        )
     return any(runner in c.candidates and c.scope != "speed" and c.covers(output) for c in stored)
 
 
 def _drift_item(case: str, exc: Exception) -> Any:
     from .results import DriftItem
 
-    return DriftItem("reference-file", f"case {case}", None, None, getattr(exc, "message", str(exc)))
+    return DriftItem(
+        "reference-file", f"case {case}", None, None, getattr(exc, "message", str(exc))
+    )
 
 
-def _paired_verdicts(spec: Spec, claim: Claim, candidate: str, cases: list[str], result: GateResult) -> list[ClaimVerdict]:
+def _paired_verdicts(
+    spec: Spec, claim: Claim, candidate: str, cases: list[str], result: GateResult
+) -> list[ClaimVerdict]:
     """Paired mode: the reference runs live in this process, back to back with the candidate,
     through the paired oracle (both orders, three runs each). Check (b), a side run again after
     the other, is byte equality for every oracle: it compares two runs of one unchanged path, so
@@ -706,7 +1014,9 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
         for i, folder in enumerate(folders):
             node = node.setdefault(folder, {})
             if not isinstance(node, dict):
-                raise InputError(f"output {'/'.join(folders[:i + 1])!r} is both an output and a folder of {name!r}")
+                raise InputError(
+                    f"output {'/'.join(folders[: i + 1])!r} is both an output and a folder of {name!r}"
+                )
         if isinstance(node.get(leaf), dict):
             raise InputError(f"output {name!r} is also a folder of other outputs")
         node[leaf] = value
@@ -721,11 +1031,16 @@ def _byte_failures(outcome: Any) -> list[Failure]:
         if check.passed or not check.exact:
             continue
         for diff in check.differences or [None]:
-            failures.append(Failure(
-                "byte_equality", 0, None,
-                where=f"{check.order} check {check.check}: {check.actual_run} vs {check.expected_run}"
-                + (f", {diff.path}" if diff else ""),
-                detail=(f"{diff.reason}: {diff.describe()}" if diff else "")))
+            failures.append(
+                Failure(
+                    "byte_equality",
+                    0,
+                    None,
+                    where=f"{check.order} check {check.check}: {check.actual_run} vs {check.expected_run}"
+                    + (f", {diff.path}" if diff else ""),
+                    detail=(f"{diff.reason}: {diff.describe()}" if diff else ""),
+                )
+            )
     return failures
 
 
@@ -733,9 +1048,19 @@ def _noop_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> Clai
     failures = _byte_failures(outcome)
     observed = max((d.max_abs or 0.0 for c in outcome.checks for d in c.differences), default=0.0)
     return ClaimVerdict(
-        claim.id, candidate, case, not failures and bool(outcome), claim.oracle, claim.metric,
-        claim.bound, claim.unit, observed=observed, excess=observed if failures else None,
-        failures=failures, evidence={"paired": outcome.to_dict()})
+        claim.id,
+        candidate,
+        case,
+        not failures and bool(outcome),
+        claim.oracle,
+        claim.metric,
+        claim.bound,
+        claim.unit,
+        observed=observed,
+        excess=observed if failures else None,
+        failures=failures,
+        evidence={"paired": outcome.to_dict()},
+    )
 
 
 def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> ClaimVerdict:
@@ -743,25 +1068,51 @@ def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any)
     (candidate-before vs baseline: a candidate that holds only once the reference warmed the
     process up), plus the leaked-state checks (b) as byte-equality failures."""
     forward, backward = outcome.outputs["forward"], outcome.outputs["reversed"]
-    verdict = evaluate_claim(claim, candidate, case, forward["candidate"], forward["baseline-before"])
-    warm = evaluate_claim(claim, candidate, case, backward["candidate-before"], backward["baseline"])
+    verdict = evaluate_claim(
+        claim, candidate, case, forward["candidate"], forward["baseline-before"]
+    )
+    warm = evaluate_claim(
+        claim, candidate, case, backward["candidate-before"], backward["baseline"]
+    )
     failures = list(verdict.failures)
     said = {(f.metric, f.where) for f in failures}
     # A violation both orders show is reported once; one only the reversed order shows is named so.
-    failures += [replace(f, where=f"reversed order, candidate-before vs baseline{', ' + f.where if f.where else ''}")
-                 for f in warm.failures if (f.metric, f.where) not in said]
+    failures += [
+        replace(
+            f,
+            where=f"reversed order, candidate-before vs baseline{', ' + f.where if f.where else ''}",
+        )
+        for f in warm.failures
+        if (f.metric, f.where) not in said
+    ]
     failures += _byte_failures(outcome)
     observed = verdict.observed
-    if observed is None or (warm.observed is not None and claim.holds(observed) and not claim.holds(warm.observed)):
+    if observed is None or (
+        warm.observed is not None and claim.holds(observed) and not claim.holds(warm.observed)
+    ):
         observed = warm.observed  # the order that breaks the claim gives the worst value
-    elif isinstance(observed, (int, float)) and isinstance(warm.observed, (int, float)) and not math.isnan(observed):
+    elif (
+        isinstance(observed, (int, float))
+        and isinstance(warm.observed, (int, float))
+        and not math.isnan(observed)
+    ):
         if not math.isnan(warm.observed):
-            observed = max(observed, warm.observed) if claim.direction == "max" else min(observed, warm.observed)
+            observed = (
+                max(observed, warm.observed)
+                if claim.direction == "max"
+                else min(observed, warm.observed)
+            )
     excess = None
     if isinstance(observed, (int, float)) and not claim.holds(observed):
         excess = _excess(claim, observed)
     evidence = dict(verdict.evidence)
     evidence["reversed_order"] = {"observed": warm.observed, "passed": warm.passed}
     evidence["paired"] = outcome.to_dict()
-    return replace(verdict, passed=not failures, observed=observed, excess=excess,
-                   failures=failures, evidence=evidence)
+    return replace(
+        verdict,
+        passed=not failures,
+        observed=observed,
+        excess=excess,
+        failures=failures,
+        evidence=evidence,
+    )

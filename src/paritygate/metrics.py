@@ -74,7 +74,9 @@ def promote(actual: str, expected: str, *, path: str = "") -> tuple[str, str | N
     if ka == "float" and ke == "float":
         ulp = actual if FLOAT_BITS[actual] <= FLOAT_BITS[expected] else expected
     sides = [name for name, dt in (("actual", actual), ("expected", expected)) if dt != target]
-    note = ", ".join(f"{dict(actual=actual, expected=expected)[s]} -> {target} ({s})" for s in sides)
+    note = ", ".join(
+        f"{dict(actual=actual, expected=expected)[s]} -> {target} ({s})" for s in sides
+    )
     return target, note or None, ulp
 
 
@@ -95,7 +97,9 @@ class RawStats:
     ulp_nonzero: int | None = None
     ulp_over: int | None = None
     mismatches: int = 0
-    max_excess: float = -math.inf  # largest |a-e| - (atol + rtol|e|), inf with non-finite mismatches
+    max_excess: float = (
+        -math.inf
+    )  # largest |a-e| - (atol + rtol|e|), inf with non-finite mismatches
     atol_needed: float = 0.0
     rtol_needed: float = 0.0
     nonfinite: NonFinite = field(default_factory=NonFinite)
@@ -154,7 +158,9 @@ def finish(
     if nf.nan_one_side:
         failures.append(Failure("nan", 0, nf.nan_one_side, detail="NaN on one side only"))
     if nf.nan_both and not tol.equal_nan:
-        failures.append(Failure("nan", 0, nf.nan_both, detail="NaN on both sides (equal_nan=False)"))
+        failures.append(
+            Failure("nan", 0, nf.nan_both, detail="NaN on both sides (equal_nan=False)")
+        )
     if nf.inf_mismatch:
         failures.append(Failure("inf", 0, nf.inf_mismatch, detail="infinity not matched"))
     if tol.min_cosine is not None:
@@ -165,7 +171,9 @@ def finish(
                     Failure("cosine", tol.min_cosine, None, detail=f"undefined: {cosine_undefined}")
                 )
         elif cosine < tol.min_cosine:
-            failures.append(Failure("cosine", tol.min_cosine, cosine, excess=tol.min_cosine - cosine))
+            failures.append(
+                Failure("cosine", tol.min_cosine, cosine, excess=tol.min_cosine - cosine)
+            )
     if tol.max_ulp is not None and stats.ulp_max is not None and stats.ulp_max > tol.max_ulp:
         failures.append(
             Failure(

@@ -45,7 +45,11 @@ def _is_framework_array(obj: Any) -> bool:
     if framework_backend(obj) is not None:
         return True
     # Arrays of frameworks without a backend (and array-likes) expose shape and dtype.
-    return hasattr(obj, "shape") and hasattr(obj, "dtype") and not isinstance(obj, (Mapping, list, tuple))
+    return (
+        hasattr(obj, "shape")
+        and hasattr(obj, "dtype")
+        and not isinstance(obj, (Mapping, list, tuple))
+    )
 
 
 def _is_numeric_scalar(obj: Any) -> bool:

@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,10 @@ ORDERS: dict[str, tuple[tuple[str, str], ...]] = {
 # order -> check -> (actual role, expected role)
 _CHECKS: dict[str, dict[str, tuple[str, str]]] = {
     "forward": {"a": ("candidate", "baseline-before"), "b": ("baseline-after", "baseline-before")},
-    "reversed": {"a": ("candidate-before", "baseline"), "b": ("candidate-after", "candidate-before")},
+    "reversed": {
+        "a": ("candidate-before", "baseline"),
+        "b": ("candidate-after", "candidate-before"),
+    },
 }
 
 
@@ -247,8 +251,10 @@ def paired(
     if not callable(baseline) or not callable(candidate):
         raise InputError("baseline and candidate must be callables taking no arguments")
     if not check_a and tol is not None:
-        raise InputError("a tolerance is the metric of check (a); with check_a=False it would be ignored",
-                         hint="drop the tolerance, or keep check (a)")
+        raise InputError(
+            "a tolerance is the metric of check (a); with check_a=False it would be ignored",
+            hint="drop the tolerance, or keep check (a)",
+        )
 
     runs: list[RunRecord] = []
     checks: list[PairedCheck] = []
@@ -321,7 +327,9 @@ def _tolerance(value: Tolerance | Mapping[str, Any] | None) -> Tolerance | None:
             return Tolerance(**value)
         except TypeError as exc:
             raise InputError(f"bad tolerance {dict(value)!r}: {exc}") from None
-    raise InputError(f"tolerance must be None, a Tolerance or a mapping, got {type(value).__name__}")
+    raise InputError(
+        f"tolerance must be None, a Tolerance or a mapping, got {type(value).__name__}"
+    )
 
 
 def _host_leaf(value: Any, path: str) -> Any:
@@ -336,7 +344,9 @@ def _host_leaf(value: Any, path: str) -> Any:
 _UINT_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def byte_differences(actual: Mapping[str, Any], expected: Mapping[str, Any]) -> list[OutputDifference]:
+def byte_differences(
+    actual: Mapping[str, Any], expected: Mapping[str, Any]
+) -> list[OutputDifference]:
     """Every output whose dtype, shape or bytes differ between two flat trees of host leaves."""
     differences: list[OutputDifference] = []
     for path in expected:
@@ -420,7 +430,7 @@ def _numeric_gap(a: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[float 
         gaps = np.abs(av[rest] - ev[rest])
     gaps = np.where(np.isnan(gaps), np.inf, gaps)
     max_abs = float(gaps.max()) if gaps.size else 0.0
-    zeros = int(np.count_nonzero((gaps == 0)))
+    zeros = int(np.count_nonzero(gaps == 0))
     if zeros and (a.dtype.kind in "fc" or _is_ml_float(a.dtype)):
         notes.append(f"{zeros} signed zeros differ")
     return max_abs, "; ".join(notes)
@@ -452,10 +462,14 @@ def _tolerance_differences(
     from .compare import compare_output
 
     differences = [
-        OutputDifference(path, "missing", "absent from the actual run") for path in expected if path not in actual
+        OutputDifference(path, "missing", "absent from the actual run")
+        for path in expected
+        if path not in actual
     ]
     differences += [
-        OutputDifference(path, "extra", "absent from the expected run") for path in actual if path not in expected
+        OutputDifference(path, "extra", "absent from the expected run")
+        for path in actual
+        if path not in expected
     ]
     for path in expected:
         if path not in actual:

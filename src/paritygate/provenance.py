@@ -17,8 +17,9 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = [
     "FRAMEWORKS",
@@ -34,18 +35,49 @@ __all__ = [
 
 # Distributions whose versions are recorded when installed (they move numbers).
 FRAMEWORKS = (
-    "numpy", "scipy", "ml_dtypes", "safetensors", "numba",
-    "torch", "torchvision", "torchaudio", "mlx", "mlx-metal", "mlx-lm", "mlx-vlm", "mflux",
-    "jax", "jaxlib", "onnx", "onnxruntime", "onnxruntime-gpu", "tensorflow", "coremltools",
-    "transformers", "diffusers", "tokenizers", "pillow", "opencv-python", "opencv-python-headless",
-    "scikit-image", "scikit-learn", "silero-vad",
+    "numpy",
+    "scipy",
+    "ml_dtypes",
+    "safetensors",
+    "numba",
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "mlx",
+    "mlx-metal",
+    "mlx-lm",
+    "mlx-vlm",
+    "mflux",
+    "jax",
+    "jaxlib",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "tensorflow",
+    "coremltools",
+    "transformers",
+    "diffusers",
+    "tokenizers",
+    "pillow",
+    "opencv-python",
+    "opencv-python-headless",
+    "scikit-image",
+    "scikit-learn",
+    "silero-vad",
 )
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-                "NUMEXPR_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "XLA_FLAGS",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -75,8 +107,12 @@ def _cpu_model() -> str | None:
                 if line.lower().startswith(("model name", "hardware", "cpu model")):
                     return line.split(":", 1)[1].strip()
         elif system == "Darwin":
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                 text=True, timeout=5)
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -94,8 +130,12 @@ def _gpu_models(cpu: str | None) -> list[str]:
             pass
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10)
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             if out.returncode == 0:
                 return [line.strip() for line in out.stdout.splitlines() if line.strip()]
         except (OSError, subprocess.SubprocessError):
@@ -150,8 +190,14 @@ def _threads() -> dict[str, Any]:
         except ImportError:
             pass
         else:
-            pools = [{"api": p.get("internal_api"), "library": os.path.basename(str(p.get("filepath", ""))),
-                      "threads": p.get("num_threads")} for p in threadpool_info()]
+            pools = [
+                {
+                    "api": p.get("internal_api"),
+                    "library": os.path.basename(str(p.get("filepath", ""))),
+                    "threads": p.get("num_threads"),
+                }
+                for p in threadpool_info()
+            ]
             if pools:
                 threads["native_pools"] = pools
     return threads
@@ -163,13 +209,25 @@ def git_state(folder: str | Path) -> dict[str, Any] | None:
     if git is None:
         return None
     try:
-        rev = subprocess.run([git, "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
+        rev = subprocess.run(
+            [git, "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10
+        )
         if rev.returncode != 0:
             return None
-        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=folder,
-                                capture_output=True, text=True, timeout=30)
-        top = subprocess.run([git, "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True,
-                             text=True, timeout=10)
+        status = subprocess.run(
+            [git, "status", "--porcelain", "--untracked-files=no"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        top = subprocess.run(
+            [git, "rev-parse", "--show-toplevel"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {
@@ -179,17 +237,29 @@ def git_state(folder: str | Path) -> dict[str, Any] | None:
     }
 
 
-def capture(*, root: str | Path, runner: Any = None, spec_pins: dict[str, Any] | None = None,
-            extra_packages: Iterable[str] = ()) -> dict[str, Any]:
+def capture(
+    *,
+    root: str | Path,
+    runner: Any = None,
+    spec_pins: dict[str, Any] | None = None,
+    extra_packages: Iterable[str] = (),
+) -> dict[str, Any]:
     """Everything that may move a number, for one runner of one spec (JSON-compatible)."""
     pins = dict(getattr(runner, "pins", {}) or {})
     packages = package_versions([*extra_packages, *pins.get("packages", {})])
     facts = machine_facts()
     data: dict[str, Any] = {
         "date": utc_now(),
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
-        "os": {"system": facts["system"], "release": facts["release"], "machine": facts["machine"],
-               "platform": platform.platform()},
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+        },
+        "os": {
+            "system": facts["system"],
+            "release": facts["release"],
+            "machine": facts["machine"],
+            "platform": platform.platform(),
+        },
         "cpu": facts["cpu"],
         "gpu": facts["gpu"],
         "packages": packages,
@@ -224,7 +294,9 @@ def _specifier_match(pinned: str, installed: str) -> bool:
     return fnmatch.fnmatchcase(installed, pinned)
 
 
-def check_package_pin(package: str, pinned: str, installed: str | None = None) -> tuple[bool, str | None]:
+def check_package_pin(
+    package: str, pinned: str, installed: str | None = None
+) -> tuple[bool, str | None]:
     """(holds, installed version). A pin is an exact version, a glob ('2.*') or a specifier ('>=2,<3')."""
     if installed is None:
         try:

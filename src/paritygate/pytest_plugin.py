@@ -29,9 +29,10 @@ Importing :mod:`paritygate` never imports this module or pytest.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -136,7 +137,9 @@ def _gate_function(request: pytest.FixtureRequest) -> Callable[..., Any]:
                 try:
                     _record(path)
                 except UserError as exc:
-                    pytest.fail(f"paritygate: recording {path} failed: {exc.one_line()}", pytrace=False)
+                    pytest.fail(
+                        f"paritygate: recording {path} failed: {exc.one_line()}", pytrace=False
+                    )
                 state.recorded_specs.add(path)
             run.recorded = True
             pytest.fail(
@@ -212,10 +215,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     for run in state.runs:
         scope = " ".join(
-            part for part in (
+            part
+            for part in (
                 f"claim {run.claim}" if run.claim else "all claims",
                 f"case {run.case}" if run.case else "",
-            ) if part
+            )
+            if part
         )
         if run.recorded:
             terminalreporter.write_line(f"RE-RECORDED {shown(run.spec)} ({scope}) in {run.nodeid}")

@@ -26,9 +26,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import DriftError, UserError
 from .provenance import capture, check_file_pins, check_package_pin, sha256_file, utc_now
@@ -91,12 +92,12 @@ def _umask() -> int:
 # Reading
 
 
-def _load_v1(folder: Path, manifest: dict[str, Any]) -> "Reference":
+def _load_v1(folder: Path, manifest: dict[str, Any]) -> Reference:
     return Reference(folder=folder, manifest=manifest)
 
 
 # format_version -> loader. A new format adds a loader here and keeps the old ones readable.
-_LOADERS: dict[int, Callable[[Path, dict[str, Any]], "Reference"]] = {1: _load_v1}
+_LOADERS: dict[int, Callable[[Path, dict[str, Any]], Reference]] = {1: _load_v1}
 
 
 @dataclass
@@ -127,16 +128,22 @@ class Reference:
             return self._cache[case]
         entry = self.cases.get(case)
         if entry is None:
-            raise DriftError(f"case {case!r} is not recorded in the reference", where=str(self.folder),
-                             hint="re-record deliberately: paritygate record SPEC")
+            raise DriftError(
+                f"case {case!r} is not recorded in the reference",
+                where=str(self.folder),
+                hint="re-record deliberately: paritygate record SPEC",
+            )
         path = self.folder / entry["file"]
         try:
             from safetensors.numpy import load_file
 
             data = dict(load_file(str(path)))
         except Exception as exc:  # safetensors raises several error types for damaged files
-            raise DriftError(f"reference file is damaged ({type(exc).__name__}: {exc})", where=str(path),
-                             hint="re-record deliberately: paritygate record SPEC") from None
+            raise DriftError(
+                f"reference file is damaged ({type(exc).__name__}: {exc})",
+                where=str(path),
+                hint="re-record deliberately: paritygate record SPEC",
+            ) from None
         self._cache[case] = data
         return data
 
@@ -148,21 +155,37 @@ def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
     path = folder / MANIFEST
     hint = "re-record deliberately: paritygate record SPEC"
     if not path.is_file():
-        raise DriftError("no reference recorded", where=str(folder), hint=f"record one: paritygate record {spec.path.name}")
+        raise DriftError(
+            "no reference recorded",
+            where=str(folder),
+            hint=f"record one: paritygate record {spec.path.name}",
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DriftError(f"manifest is not valid JSON ({exc})", where=str(path), hint=hint) from None
+        raise DriftError(
+            f"manifest is not valid JSON ({exc})", where=str(path), hint=hint
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise DriftError(f"not a paritygate reference manifest (format {manifest.get('format') if isinstance(manifest, dict) else None!r})", where=str(path), hint=hint)
+        raise DriftError(
+            f"not a paritygate reference manifest (format {manifest.get('format') if isinstance(manifest, dict) else None!r})",
+            where=str(path),
+            hint=hint,
+        )
     version = manifest.get("format_version")
     loader = _LOADERS.get(version) if isinstance(version, int) else None
     if loader is None or version != FORMAT_VERSION:
         raise DriftError(
             f"reference format_version {version!r}, this paritygate writes {FORMAT_VERSION}: the reference is tainted",
-            where=str(path), hint=hint)
+            where=str(path),
+            hint=hint,
+        )
     if manifest.get("digest") != manifest_digest(manifest):
-        raise DriftError("manifest was edited by hand (its digest does not match its content)", where=str(path), hint=hint)
+        raise DriftError(
+            "manifest was edited by hand (its digest does not match its content)",
+            where=str(path),
+            hint=hint,
+        )
     return loader(folder, manifest)
 
 
@@ -197,10 +220,18 @@ def diff_outputs(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _diff(old: Reference | None, old_error: str | None, manifest: dict[str, Any],
-          outputs: dict[str, dict[str, Any]]) -> list[str]:
+def _diff(
+    old: Reference | None,
+    old_error: str | None,
+    manifest: dict[str, Any],
+    outputs: dict[str, dict[str, Any]],
+) -> list[str]:
     if old is None:
-        return [f"previous reference unreadable ({old_error}); it will be replaced"] if old_error else []
+        return (
+            [f"previous reference unreadable ({old_error}); it will be replaced"]
+            if old_error
+            else []
+        )
     lines = []
     for case in sorted(set(old.cases) | set(manifest["cases"])):
         if case not in manifest["cases"]:
@@ -218,7 +249,9 @@ def _diff(old: Reference | None, old_error: str | None, manifest: dict[str, Any]
             continue
         lines.extend(f"case {case}: {line}" for line in diff_outputs(previous, outputs[case]))
     if old.pins != manifest["pins"]:
-        lines.append(f"pins: {json.dumps(old.pins, sort_keys=True)} -> {json.dumps(manifest['pins'], sort_keys=True)}")
+        lines.append(
+            f"pins: {json.dumps(old.pins, sort_keys=True)} -> {json.dumps(manifest['pins'], sort_keys=True)}"
+        )
     old_pkgs = old.provenance.get("packages", {})
     new_pkgs = manifest["provenance"].get("packages", {})
     for name in sorted(set(old_pkgs) | set(new_pkgs)):
@@ -254,7 +287,9 @@ def _lock(folder: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError("another record of this reference is running", where=str(folder)) from None
+            raise UserError(
+                "another record of this reference is running", where=str(folder)
+            ) from None
         try:
             yield
         finally:
@@ -269,22 +304,35 @@ def _check_before_record(spec: Spec) -> None:
             continue
         observed = sha256_file(case.path)
         if observed != case.sha256:
-            problems.append(f"case {case.name}: input sha256 {observed[:12]}… differs from the pin {case.sha256[:12]}…")
+            problems.append(
+                f"case {case.name}: input sha256 {observed[:12]}… differs from the pin {case.sha256[:12]}…"
+            )
     ref = spec.reference
     for package, pinned in ref.package_pins.items():
         holds, installed = check_package_pin(package, pinned)
         if not holds:
-            problems.append(f"runner {ref.name}: package {package} pinned {pinned}, installed {installed}")
+            problems.append(
+                f"runner {ref.name}: package {package} pinned {pinned}, installed {installed}"
+            )
     for rel, pinned, observed in check_file_pins(spec.root, ref.file_pins):
-        problems.append(f"runner {ref.name}: file {rel} sha256 {observed and observed[:12]} differs from the pin {pinned[:12]}…")
+        problems.append(
+            f"runner {ref.name}: file {rel} sha256 {observed and observed[:12]} differs from the pin {pinned[:12]}…"
+        )
     if problems:
-        raise DriftError("cannot record: " + "; ".join(problems), where=str(spec.path),
-                         hint="fix the pins in the spec or the environment, then record")
+        raise DriftError(
+            "cannot record: " + "; ".join(problems),
+            where=str(spec.path),
+            hint="fix the pins in the spec or the environment, then record",
+        )
 
 
-def record(spec: Spec, *, dry_run: bool = False,
-           progress: Callable[[str, int, int], None] | None = None,
-           before_replace: Callable[[list[str]], bool] | None = None) -> RecordResult:
+def record(
+    spec: Spec,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+    before_replace: Callable[[list[str]], bool] | None = None,
+) -> RecordResult:
     """Run the reference on every case and write the reference atomically.
 
     ``before_replace(diff)`` is called with the diff against the previous reference before it
@@ -297,11 +345,18 @@ def record(spec: Spec, *, dry_run: bool = False,
     # One record at a time, from running the reference to the swap: a second one fails fast
     # instead of racing on the old reference or on importing the runner's modules.
     with _lock(spec.references):
-        return _record_locked(spec, dry_run=dry_run, progress=progress, before_replace=before_replace)
+        return _record_locked(
+            spec, dry_run=dry_run, progress=progress, before_replace=before_replace
+        )
 
 
-def _record_locked(spec: Spec, *, dry_run: bool, progress: Callable[[str, int, int], None] | None,
-                   before_replace: Callable[[list[str]], bool] | None) -> RecordResult:
+def _record_locked(
+    spec: Spec,
+    *,
+    dry_run: bool,
+    progress: Callable[[str, int, int], None] | None,
+    before_replace: Callable[[list[str]], bool] | None,
+) -> RecordResult:
     from .runners import RunFailure, make_runner
 
     folder = spec.references
@@ -319,13 +374,16 @@ def _record_locked(spec: Spec, *, dry_run: bool, progress: Callable[[str, int, i
             if undeclared:
                 raise RecordError(
                     f"reference runner {runner.name} produced outputs not declared in the spec's outputs: {', '.join(undeclared)}",
-                    where=str(spec.path))
+                    where=str(spec.path),
+                )
             outputs[case.name] = result.outputs
             seconds[case.name] = result.seconds
         if progress:
             progress("", len(spec.cases), len(spec.cases))
     except RunFailure as exc:
-        raise RecordError(f"the reference failed, nothing was written: {exc.describe()}", where=str(spec.path)) from None
+        raise RecordError(
+            f"the reference failed, nothing was written: {exc.describe()}", where=str(spec.path)
+        ) from None
     finally:
         active.deactivate()
 
@@ -365,10 +423,11 @@ def _record_locked(spec: Spec, *, dry_run: bool, progress: Callable[[str, int, i
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: dict[str, float]) -> dict[str, Any]:
-    from safetensors.numpy import save_file
-
+def _write(
+    spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: dict[str, float]
+) -> dict[str, Any]:
     import numpy as np
+    from safetensors.numpy import save_file
 
     (tmp / "outputs").mkdir()
     files: dict[str, str] = {}
@@ -379,10 +438,15 @@ def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: d
         try:
             # One metadata key holding sorted JSON: safetensors writes several keys in hash order,
             # which would give identical outputs different bytes (and sha256) on every record.
-            info = json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, "case": case_name}, sort_keys=True)
+            info = json.dumps(
+                {"format": FORMAT, "format_version": FORMAT_VERSION, "case": case_name},
+                sort_keys=True,
+            )
             save_file(tensors, str(tmp / rel), metadata={"paritygate": info})
         except Exception as exc:  # e.g. a dtype safetensors cannot store
-            raise RecordError(f"cannot store the outputs of case {case_name} as safetensors: {exc}") from None
+            raise RecordError(
+                f"cannot store the outputs of case {case_name} as safetensors: {exc}"
+            ) from None
         with open(tmp / rel, "rb") as handle:
             os.fsync(handle.fileno())
         files[rel] = sha256_file(tmp / rel)
@@ -392,7 +456,10 @@ def _write(spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: d
             "input": str(case.path.relative_to(spec.root)),
             "file": rel,
             "seconds": round(seconds[case_name], 6),
-            "outputs": {name: {"dtype": str(a.dtype), "shape": list(a.shape)} for name, a in sorted(tree.items())},
+            "outputs": {
+                name: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                for name, a in sorted(tree.items())
+            },
         }
     runner = spec.reference
     manifest: dict[str, Any] = {

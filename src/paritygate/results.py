@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 __all__ = [
     "Tolerance",
@@ -263,7 +264,9 @@ class ClaimVerdict:
     observed: float | int | str | None = None  # the worst observed value in this scope
     excess: float | None = None  # how far past the bound (None when it holds)
     failures: list[Failure] = field(default_factory=list)  # every failure, not just the first
-    evidence: dict[str, Any] = field(default_factory=dict)  # per-output metrics, per-edge deltas ...
+    evidence: dict[str, Any] = field(
+        default_factory=dict
+    )  # per-output metrics, per-edge deltas ...
 
     def __bool__(self) -> bool:
         return self.passed

@@ -29,9 +29,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import InputError
 from .spec import Case, OutputMap, Runner, Spec
@@ -134,7 +135,9 @@ def flatten_tree(tree: Any, prefix: str = "") -> dict[str, Any]:
                 walk(value, f"{path}/{i}" if path else str(i))
             return
         if node is None or isinstance(node, (str, bytes)):
-            raise InputError(f"output {path or 'output'!r} is {type(node).__name__}, not a number or array")
+            raise InputError(
+                f"output {path or 'output'!r} is {type(node).__name__}, not a number or array"
+            )
         array = _to_numpy(node, path)
         if array.dtype.kind not in "biuf" and str(array.dtype) not in ("bfloat16",):
             raise InputError(f"output {path or 'output'!r} has dtype {array.dtype}, not numeric")
@@ -144,27 +147,35 @@ def flatten_tree(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def apply_maps(outputs: dict[str, Any], maps: dict[str, OutputMap], cast: str = "none") -> dict[str, Any]:
+def apply_maps(
+    outputs: dict[str, Any], maps: dict[str, OutputMap], cast: str = "none"
+) -> dict[str, Any]:
     """Rename, transpose, slice and cast a runner's flattened outputs into canonical names."""
     import numpy as np
 
     result = dict(outputs)
     for m in maps.values():
         if m.source not in outputs:
-            raise InputError(f"output mapping for {m.name!r} reads {m.source!r}, which the runner did not produce (it produced: {', '.join(sorted(outputs))})")
+            raise InputError(
+                f"output mapping for {m.name!r} reads {m.source!r}, which the runner did not produce (it produced: {', '.join(sorted(outputs))})"
+            )
     for m in maps.values():
         result.pop(m.source, None)
     for m in maps.values():
         array = outputs[m.source]
         if m.transpose is not None:
             if array.ndim != len(m.transpose):
-                raise InputError(f"output {m.source!r} has {array.ndim} axes; transpose {list(m.transpose)} needs {len(m.transpose)}")
+                raise InputError(
+                    f"output {m.source!r} has {array.ndim} axes; transpose {list(m.transpose)} needs {len(m.transpose)}"
+                )
             array = np.transpose(array, m.transpose)
         if m.slice is not None:
             try:
                 array = array[m.slice]
             except IndexError as exc:
-                raise InputError(f"slice {m.slice_text!r} does not fit output {m.source!r} of shape {array.shape}: {exc}") from None
+                raise InputError(
+                    f"slice {m.slice_text!r} does not fit output {m.source!r} of shape {array.shape}: {exc}"
+                ) from None
         if m.cast:
             array = array.astype(_dtype(m.cast))
         result[m.name] = np.ascontiguousarray(array)
@@ -268,7 +279,7 @@ class ActiveRunner:
         self.name = runner.name
         self.active = False
 
-    def __enter__(self) -> "ActiveRunner":
+    def __enter__(self) -> ActiveRunner:
         self.activate()
         return self
 
@@ -284,7 +295,9 @@ class ActiveRunner:
     def run(self, case: Case) -> RunResult:
         raise NotImplementedError
 
-    def _finish(self, raw: dict[str, Any], case: Case, seconds: float, stderr: str = "") -> RunResult:
+    def _finish(
+        self, raw: dict[str, Any], case: Case, seconds: float, stderr: str = ""
+    ) -> RunResult:
         try:
             outputs = apply_maps(raw, self.runner.maps, self.runner.cast)
         except InputError as exc:
@@ -347,7 +360,11 @@ class PythonRunner(ActiveRunner):
         module_name, attr = target.split(":")
         top = module_name.split(".")[0]
         loaded = sys.modules.get(top)
-        local = [p for p in (self.spec.root / f"{top}.py", self.spec.root / top / "__init__.py") if p.exists()]
+        local = [
+            p
+            for p in (self.spec.root / f"{top}.py", self.spec.root / top / "__init__.py")
+            if p.exists()
+        ]
         if loaded is not None and local:
             origin = Path(getattr(loaded, "__file__", "") or "").resolve()
             stamp = local[0].stat().st_mtime_ns
@@ -362,12 +379,19 @@ class PythonRunner(ActiveRunner):
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise RunFailure(self.name, None, "import", f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+            raise RunFailure(
+                self.name,
+                None,
+                "import",
+                f"cannot import {module_name!r}: {type(exc).__name__}: {exc}",
+            ) from None
         function = module
         for part in attr.split("."):
             function = getattr(function, part, None)
             if function is None:
-                raise RunFailure(self.name, None, "import", f"{module_name!r} has no attribute {attr!r}")
+                raise RunFailure(
+                    self.name, None, "import", f"{module_name!r} has no attribute {attr!r}"
+                )
         if not callable(function):
             raise RunFailure(self.name, None, "import", f"{target!r} is not callable")
         return function
@@ -381,7 +405,11 @@ class PythonRunner(ActiveRunner):
             # Import, factory and calls on one thread: module-level framework state (an MLX
             # array built at import) belongs to the thread that uses it.
             self._thread = _CallThread(f"paritygate-{self.name}")
-        resolve = self._resolve if self._thread is None else (lambda t: self._thread.call(lambda: self._resolve(t)))
+        resolve = (
+            self._resolve
+            if self._thread is None
+            else (lambda t: self._thread.call(lambda: self._resolve(t)))
+        )
         if self.runner.callable:
             self.function = resolve(self.runner.callable)
         else:
@@ -395,14 +423,26 @@ class PythonRunner(ActiveRunner):
             try:
                 self.function = build() if self._thread is None else self._thread.call(build)
             except Exception as exc:
-                raise RunFailure(self.name, None, "crash", f"factory {self.runner.factory} raised {type(exc).__name__}: {exc}") from None
+                raise RunFailure(
+                    self.name,
+                    None,
+                    "crash",
+                    f"factory {self.runner.factory} raised {type(exc).__name__}: {exc}",
+                ) from None
             if not callable(self.function):
-                raise RunFailure(self.name, None, "import", f"factory {self.runner.factory} returned a {type(self.function).__name__}, not a callable")
+                raise RunFailure(
+                    self.name,
+                    None,
+                    "import",
+                    f"factory {self.runner.factory} returned a {type(self.function).__name__}, not a callable",
+                )
         super().activate()
 
     def deactivate(self) -> None:
         close = getattr(self.function, "close", None)
-        if self.runner.factory and callable(close) and self._stuck is None:  # not under a running call
+        if (
+            self.runner.factory and callable(close) and self._stuck is None
+        ):  # not under a running call
             if self._thread is not None:
                 self._thread.call(close)
             else:
@@ -430,12 +470,20 @@ class PythonRunner(ActiveRunner):
             argument = case
         _seed(self.runner.seed)
         if self._stuck is not None:
-            raise RunFailure(self.name, case.name, "timeout",
-                             f"not run: the call for case {self._stuck} timed out and is still running in this process")
+            raise RunFailure(
+                self.name,
+                case.name,
+                "timeout",
+                f"not run: the call for case {self._stuck} timed out and is still running in this process",
+            )
         start = time.perf_counter()
         try:
             function = self.function
-            raw = flatten_tree(function(argument)) if self._thread is None else self._watched(function, argument, case)
+            raw = (
+                flatten_tree(function(argument))
+                if self._thread is None
+                else self._watched(function, argument, case)
+            )
         except RunFailure:
             raise
         except InputError as exc:
@@ -444,10 +492,11 @@ class PythonRunner(ActiveRunner):
             import traceback
 
             tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-            raise RunFailure(self.name, case.name, "crash", f"{type(exc).__name__}: {exc}", tail) from None
+            raise RunFailure(
+                self.name, case.name, "crash", f"{type(exc).__name__}: {exc}", tail
+            ) from None
         seconds = time.perf_counter() - start
         return self._finish(raw, case, seconds)
-
 
     def _watched(self, function: Callable[..., Any], argument: Any, case: Case) -> Any:
         """The call (and its conversion to numpy, where lazy frameworks such as MLX evaluate) on
@@ -467,9 +516,13 @@ class PythonRunner(ActiveRunner):
             return self._thread.call(call, self.runner.timeout)
         except TimeoutError:
             self._stuck = case.name
-            raise RunFailure(self.name, case.name, "timeout",
-                             f"no result within {self.runner.timeout:g} s (an in-process call cannot be stopped: it "
-                             "keeps running in this process, and this runner's remaining cases are not run)") from None
+            raise RunFailure(
+                self.name,
+                case.name,
+                "timeout",
+                f"no result within {self.runner.timeout:g} s (an in-process call cannot be stopped: it "
+                "keeps running in this process, and this runner's remaining cases are not run)",
+            ) from None
 
 
 class SubprocessRunner(ActiveRunner):
@@ -539,7 +592,9 @@ class SubprocessRunner(ActiveRunner):
                 start_new_session=True,  # so a timeout ends the command and its children
             )
         except OSError as exc:
-            raise RunFailure(self.name, case.name, "crash", f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+            raise RunFailure(
+                self.name, case.name, "crash", f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+            ) from None
         try:
             _, stderr_bytes = process.communicate(timeout=self.runner.timeout)
         except subprocess.TimeoutExpired:
@@ -549,13 +604,27 @@ class SubprocessRunner(ActiveRunner):
                 pass
             _, stderr_bytes = process.communicate()
             stderr = _tail(stderr_bytes)
-            raise RunFailure(self.name, case.name, "timeout", f"no result within {self.runner.timeout:g} s (killed)", stderr) from None
+            raise RunFailure(
+                self.name,
+                case.name,
+                "timeout",
+                f"no result within {self.runner.timeout:g} s (killed)",
+                stderr,
+            ) from None
         seconds = time.perf_counter() - start
         stderr = _tail(stderr_bytes)
         if process.returncode != 0:
-            raise RunFailure(self.name, case.name, "crash", f"exited with status {process.returncode}", stderr)
+            raise RunFailure(
+                self.name, case.name, "crash", f"exited with status {process.returncode}", stderr
+            )
         if not out.is_file():
-            raise RunFailure(self.name, case.name, "unparseable", f"wrote no output file at {{out}} ({self.output_format})", stderr)
+            raise RunFailure(
+                self.name,
+                case.name,
+                "unparseable",
+                f"wrote no output file at {{out}} ({self.output_format})",
+                stderr,
+            )
         try:
             raw = read_output_file(out, self.output_format)
         except ValueError as exc:

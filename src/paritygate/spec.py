@@ -18,9 +18,10 @@ import math
 import re
 import shlex
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .approximation import ActivityBand
 from .errors import SpecError
@@ -171,7 +172,9 @@ class Claim:
     basis: dict[str, Any] = field(default_factory=dict)
     published: tuple[str, ...] = ()
     description: str = ""
-    params: dict[str, Any] = field(default_factory=dict)  # metric parameters (bins, data_range, label)
+    params: dict[str, Any] = field(
+        default_factory=dict
+    )  # metric parameters (bins, data_range, label)
     # A counter the candidate reports (a scalar output of that name) must lie in this band, so
     # that an optimization that does nothing fails instead of matching the baseline perfectly.
     activity: ActivityBand | None = None
@@ -218,7 +221,9 @@ class Spec:
         return [r for r in self.runners.values() if r.role == "candidate"]
 
     def adapters_of(self, candidate: str) -> list[Runner]:
-        return [r for r in self.runners.values() if r.role == "adapter" and r.adapter_of == candidate]
+        return [
+            r for r in self.runners.values() if r.role == "adapter" and r.adapter_of == candidate
+        ]
 
     def declared(self, output: str) -> bool:
         return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
@@ -292,7 +297,9 @@ class _Validator:
             raise self.error(key, f"expected a table, got {_kind(value)}")
         return value
 
-    def keys(self, data: dict[str, Any], key: str, allowed: Iterable[str], required: Iterable[str] = ()):
+    def keys(
+        self, data: dict[str, Any], key: str, allowed: Iterable[str], required: Iterable[str] = ()
+    ):
         allowed = set(allowed)
         for name in data:
             if name not in allowed:
@@ -313,25 +320,39 @@ class _Validator:
             return default
         value = data[name]
         if not isinstance(value, str) or not value:
-            raise self.error(f"{key}.{name}" if key else name, f"expected a non-empty string, got {_kind(value)}")
+            raise self.error(
+                f"{key}.{name}" if key else name, f"expected a non-empty string, got {_kind(value)}"
+            )
         return value
 
-    def choice(self, data: dict[str, Any], key: str, name: str, choices: Iterable[str], default: Any = ...) -> Any:
+    def choice(
+        self, data: dict[str, Any], key: str, name: str, choices: Iterable[str], default: Any = ...
+    ) -> Any:
         value = self.string(data, key, name, default)
         choices = tuple(choices)
         if value is not default and value not in choices:
-            raise self.error(f"{key}.{name}", f"expected one of {', '.join(choices)}, got {value!r}")
+            raise self.error(
+                f"{key}.{name}", f"expected one of {', '.join(choices)}, got {value!r}"
+            )
         return value
 
     def strings(self, value: Any, key: str) -> tuple[str, ...]:
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and v for v in value)
+        ):
             raise self.error(key, f"expected a non-empty list of strings, got {_kind(value)}")
         return tuple(value)
 
     def number(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise self.error(key, f"expected a finite number, got {_kind(value)}")
         return float(value)
 
@@ -340,14 +361,14 @@ class _Validator:
             raise self.error(key, f"expected a relative path (string), got {_kind(value)}")
         candidate = Path(value)
         if candidate.is_absolute():
-            raise self.error(key, f"path {value!r} is absolute; paths are relative to the spec's folder")
+            raise self.error(
+                key, f"path {value!r} is absolute; paths are relative to the spec's folder"
+            )
         resolved = (self.root / candidate).resolve()
         try:
             resolved.relative_to(self.root)
         except ValueError:
-            raise self.error(
-                key, f"path {value!r} escapes the spec's folder {self.root}"
-            ) from None
+            raise self.error(key, f"path {value!r} escapes the spec's folder {self.root}") from None
         if must_exist and not resolved.exists():
             raise self.error(key, f"path {value!r} does not exist (in {self.root})")
         return resolved
@@ -364,8 +385,19 @@ class _Validator:
             data,
             "",
             # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md)
-            ("format_version", "name", "references", "reports", "outputs", "cases", "runners",
-             "claims", "hardware", "pins", "bootstrap"),
+            (
+                "format_version",
+                "name",
+                "references",
+                "reports",
+                "outputs",
+                "cases",
+                "runners",
+                "claims",
+                "hardware",
+                "pins",
+                "bootstrap",
+            ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
         version = data["format_version"]
@@ -413,7 +445,10 @@ class _Validator:
 
     def name_ok(self, value: str, key: str) -> None:
         if not _NAME.match(value):
-            raise self.error(key, "names may use letters, digits, '_', '-' and '.', starting with a letter or digit")
+            raise self.error(
+                key,
+                "names may use letters, digits, '_', '-' and '.', starting with a letter or digit",
+            )
 
     def hardware(self, name: str, value: Any) -> HardwareClass:
         key = f"hardware.{name}"
@@ -421,7 +456,9 @@ class _Validator:
         data = self.table_of(value, key)
         self.keys(data, key, ("system", "machine", "cpu", "gpu", "hostname"))
         if not data:
-            raise self.error(key, "expected at least one condition (system, machine, cpu, gpu, hostname)")
+            raise self.error(
+                key, "expected at least one condition (system, machine, cpu, gpu, hostname)"
+            )
         return HardwareClass(name, {k: self.string(data, key, k) for k in data})
 
     def case(self, name: str, value: Any) -> Case:
@@ -432,7 +469,9 @@ class _Validator:
         path = self.inside(data["path"], f"{key}.path")
         sha = self.string(data, key, "sha256")
         if not _HEX64.match(sha):
-            raise self.error(f"{key}.sha256", "expected 64 lowercase hex digits (the file's sha256)")
+            raise self.error(
+                f"{key}.sha256", "expected 64 lowercase hex digits (the file's sha256)"
+            )
         labels = dict(self.table_of(data.get("labels", {}), f"{key}.labels"))
         if "label" in data:
             labels["label"] = data["label"]
@@ -445,24 +484,46 @@ class _Validator:
         self.keys(
             data,
             key,
-            ("role", "callable", "factory", "options", "pass", "command", "format", "timeout", "env",
-             "cwd", "adapter_of", "map", "cast", "pins", "seed"),
+            (
+                "role",
+                "callable",
+                "factory",
+                "options",
+                "pass",
+                "command",
+                "format",
+                "timeout",
+                "env",
+                "cwd",
+                "adapter_of",
+                "map",
+                "cast",
+                "pins",
+                "seed",
+            ),
             required=("role",),
         )
         role = self.choice(data, key, "role", ROLES)
         has_python = "callable" in data or "factory" in data
         if has_python and "command" in data:
-            raise self.error(key, "a runner is either in-process (callable/factory) or a command, not both")
+            raise self.error(
+                key, "a runner is either in-process (callable/factory) or a command, not both"
+            )
         if "callable" in data and "factory" in data:
             raise self.error(key, "give either callable or factory, not both")
         if not has_python and "command" not in data:
-            raise self.error(key, "expected callable = 'module:function', factory = ..., or command = [...]")
+            raise self.error(
+                key, "expected callable = 'module:function', factory = ..., or command = [...]"
+            )
         kind = "python" if has_python else "subprocess"
         python_only = ("options", "pass")
         command_only = ("format", "env", "cwd")
         for k in python_only if kind == "subprocess" else command_only:
             if k in data:
-                raise self.error(f"{key}.{k}", f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners")
+                raise self.error(
+                    f"{key}.{k}",
+                    f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners",
+                )
         command = None
         if kind == "subprocess":
             raw = data["command"]
@@ -473,9 +534,14 @@ class _Validator:
                     raise self.error(f"{key}.command", f"cannot split the command: {exc}") from None
             command = self.strings(raw, f"{key}.command")
             if not any("{out}" in part for part in command):
-                raise self.error(f"{key}.command", "the argv template must contain {out} (where the runner writes its outputs)")
+                raise self.error(
+                    f"{key}.command",
+                    "the argv template must contain {out} (where the runner writes its outputs)",
+                )
             if not any("{case}" in part for part in command):
-                raise self.error(f"{key}.command", "the argv template must contain {case} (the case file's path)")
+                raise self.error(
+                    f"{key}.command", "the argv template must contain {case} (the case file's path)"
+                )
         output_format = None
         if "format" in data:
             output_format = self.choice(data, key, "format", OUTPUT_FORMATS)
@@ -494,12 +560,18 @@ class _Validator:
         adapter_of = data.get("adapter_of")
         if role == "adapter":
             if not isinstance(adapter_of, str):
-                raise self.error(f"{key}.adapter_of", "an adapter names the candidate it is an entry point of")
+                raise self.error(
+                    f"{key}.adapter_of", "an adapter names the candidate it is an entry point of"
+                )
         elif adapter_of is not None:
-            raise self.error(f"{key}.adapter_of", 'only runners with role = "adapter" have adapter_of')
+            raise self.error(
+                f"{key}.adapter_of", 'only runners with role = "adapter" have adapter_of'
+            )
         cast = data.get("cast", "none")
         if not isinstance(cast, str) or not (cast in ("none", "reference") or _is_dtype(cast)):
-            raise self.error(f"{key}.cast", f"expected 'none', 'reference' or a numpy dtype name, got {cast!r}")
+            raise self.error(
+                f"{key}.cast", f"expected 'none', 'reference' or a numpy dtype name, got {cast!r}"
+            )
         maps = {}
         for out_name, spec_value in self.table_of(data.get("map", {}), f"{key}.map").items():
             maps[out_name] = self.output_map(f"{key}.map.{out_name}", out_name, spec_value, outputs)
@@ -512,7 +584,9 @@ class _Validator:
             name=name,
             role=role,
             kind=kind,
-            callable=self.target(data["callable"], f"{key}.callable") if "callable" in data else None,
+            callable=self.target(data["callable"], f"{key}.callable")
+            if "callable" in data
+            else None,
             factory=self.target(data["factory"], f"{key}.factory") if "factory" in data else None,
             options=dict(options),
             pass_as=self.choice(data, key, "pass", PASS_STYLES, "case"),
@@ -532,7 +606,9 @@ class _Validator:
         data = self.table_of(value, key)
         self.keys(data, key, ("from", "transpose", "slice", "cast"))
         if not any(fnmatch.fnmatchcase(name, p) for p in outputs):
-            raise self.error(key, f"maps to {name!r}, which is not among the declared outputs {list(outputs)}")
+            raise self.error(
+                key, f"maps to {name!r}, which is not among the declared outputs {list(outputs)}"
+            )
         transpose = None
         if "transpose" in data:
             axes = data["transpose"]
@@ -541,13 +617,19 @@ class _Validator:
                 or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes)
                 or sorted(axes) != list(range(len(axes)))
             ):
-                raise self.error(f"{key}.transpose", f"expected a permutation of axes such as [0, 2, 3, 1], got {axes!r}")
+                raise self.error(
+                    f"{key}.transpose",
+                    f"expected a permutation of axes such as [0, 2, 3, 1], got {axes!r}",
+                )
             transpose = tuple(axes)
         slice_value = slice_text = None
         if "slice" in data:
             slice_text = data["slice"]
             if not isinstance(slice_text, str):
-                raise self.error(f"{key}.slice", f"expected a numpy index such as '0, :, 1:-1', got {_kind(slice_text)}")
+                raise self.error(
+                    f"{key}.slice",
+                    f"expected a numpy index such as '0, :, 1:-1', got {_kind(slice_text)}",
+                )
             try:
                 slice_value = parse_slice(slice_text)
             except ValueError as exc:
@@ -556,7 +638,9 @@ class _Validator:
         if "cast" in data:
             cast = data["cast"]
             if not isinstance(cast, str) or not _is_dtype(cast):
-                raise self.error(f"{key}.cast", f"expected a numpy dtype name such as 'float32', got {cast!r}")
+                raise self.error(
+                    f"{key}.cast", f"expected a numpy dtype name such as 'float32', got {cast!r}"
+                )
         source = self.string(data, key, "from", name)
         return OutputMap(name, source, transpose, slice_value, slice_text, cast)
 
@@ -571,31 +655,62 @@ class _Validator:
                     if group == "files":
                         self.inside(k, f"{key}.files.{k}")
                         if not _HEX64.match(v):
-                            raise self.error(f"{key}.files.{k}", "expected the file's sha256 (64 lowercase hex digits)")
+                            raise self.error(
+                                f"{key}.files.{k}",
+                                "expected the file's sha256 (64 lowercase hex digits)",
+                            )
         return _plain(data)
 
     def check_runners(self, runners: dict[str, Runner]) -> None:
         references = [r.name for r in runners.values() if r.role == "reference"]
         if len(references) != 1:
-            raise self.error("runners", f"expected exactly one runner with role = \"reference\", found {len(references)}")
+            raise self.error(
+                "runners",
+                f'expected exactly one runner with role = "reference", found {len(references)}',
+            )
         if not any(r.role == "candidate" for r in runners.values()):
             raise self.error("runners", 'expected at least one runner with role = "candidate"')
         for r in runners.values():
             if r.role == "adapter":
                 target = runners.get(r.adapter_of)
                 if target is None or target.role != "candidate":
-                    raise self.error(f"runners.{r.name}.adapter_of", f"{r.adapter_of!r} is not a candidate runner")
+                    raise self.error(
+                        f"runners.{r.name}.adapter_of",
+                        f"{r.adapter_of!r} is not a candidate runner",
+                    )
 
-    def claim(self, cid: str, value: Any, runners: dict[str, Runner], outputs: tuple[str, ...],
-              hardware: dict[str, HardwareClass], cases: dict[str, Case]) -> Claim:
+    def claim(
+        self,
+        cid: str,
+        value: Any,
+        runners: dict[str, Runner],
+        outputs: tuple[str, ...],
+        hardware: dict[str, HardwareClass],
+        cases: dict[str, Case],
+    ) -> Claim:
         key = f"claims.{cid}"
         self.name_ok(cid, key)
         data = self.table_of(value, key)
         self.keys(
             data,
             key,
-            ("outputs", "metric", "bound", "unit", "scope", "oracle", "mode", "status", "basis",
-             "hardware", "candidates", "published", "description", "params", "activity"),
+            (
+                "outputs",
+                "metric",
+                "bound",
+                "unit",
+                "scope",
+                "oracle",
+                "mode",
+                "status",
+                "basis",
+                "hardware",
+                "candidates",
+                "published",
+                "description",
+                "params",
+                "activity",
+            ),
             required=("outputs", "metric", "bound", "oracle", "status"),
         )
         metric = self.choice(data, key, "metric", METRICS)
@@ -603,7 +718,10 @@ class _Validator:
         if "scope" in data:
             declared_scope = self.choice(data, key, "scope", SCOPES)
             if declared_scope != scope:
-                raise self.error(f"{key}.scope", f"metric {metric!r} is measured per {scope}, not per {declared_scope}")
+                raise self.error(
+                    f"{key}.scope",
+                    f"metric {metric!r} is measured per {scope}, not per {declared_scope}",
+                )
         bound = self.number(data["bound"], f"{key}.bound")
         if metric == "exact" and bound != 0:
             raise self.error(f"{key}.bound", "metric 'exact' is byte equality: the bound must be 0")
@@ -611,25 +729,49 @@ class _Validator:
         mode = self.choice(data, key, "mode", MODES, "stored")
         if oracle == "no-op":
             if mode == "stored":
-                raise self.error(f"{key}.mode", f"a no-op claim cannot run in stored mode: {NOOP_STORED_REASON}")
+                raise self.error(
+                    f"{key}.mode", f"a no-op claim cannot run in stored mode: {NOOP_STORED_REASON}"
+                )
             if metric != "exact":
-                raise self.error(f"{key}.metric", "a no-op claim is byte equality: use metric = \"exact\" with bound = 0")
+                raise self.error(
+                    f"{key}.metric",
+                    'a no-op claim is byte equality: use metric = "exact" with bound = 0',
+                )
         if mode == "paired" and scope not in ("element", "edge", "output"):
-            raise self.error(f"{key}.mode", f"paired mode compares one case at a time; a {scope} claim runs in stored mode")
+            raise self.error(
+                f"{key}.mode",
+                f"paired mode compares one case at a time; a {scope} claim runs in stored mode",
+            )
         status = self.choice(data, key, "status", STATUSES)
         basis = dict(self.table_of(data.get("basis", {}), f"{key}.basis"))
         if status == "calibrated" and not basis:
-            raise self.error(f"{key}.basis", "a calibrated claim states its basis (what was measured, when, on which hardware, over how many cases)")
+            raise self.error(
+                f"{key}.basis",
+                "a calibrated claim states its basis (what was measured, when, on which hardware, over how many cases)",
+            )
         hw = self.string(data, key, "hardware", "any")
         if hw != "any" and hw not in hardware:
-            raise self.error(f"{key}.hardware", f"unknown hardware class {hw!r}; declare it under [hardware.{hw}] or use 'any'")
+            raise self.error(
+                f"{key}.hardware",
+                f"unknown hardware class {hw!r}; declare it under [hardware.{hw}] or use 'any'",
+            )
         if scope == "speed" and hw == "any":
-            raise self.error(f"{key}.hardware", "a speed claim holds for one hardware class; name it (timings are meaningless across machines)")
+            raise self.error(
+                f"{key}.hardware",
+                "a speed claim holds for one hardware class; name it (timings are meaningless across machines)",
+            )
         candidate_names = [r.name for r in runners.values() if r.role == "candidate"]
-        chosen = self.strings(data["candidates"], f"{key}.candidates") if "candidates" in data else tuple(candidate_names)
+        chosen = (
+            self.strings(data["candidates"], f"{key}.candidates")
+            if "candidates" in data
+            else tuple(candidate_names)
+        )
         for c in chosen:
             if c not in candidate_names:
-                raise self.error(f"{key}.candidates", f"{c!r} is not a candidate runner (candidates: {', '.join(candidate_names)})")
+                raise self.error(
+                    f"{key}.candidates",
+                    f"{c!r} is not a candidate runner (candidates: {', '.join(candidate_names)})",
+                )
         patterns = self.strings(data["outputs"], f"{key}.outputs")
         for pattern in patterns:
             if not _produced(pattern, outputs, runners):
@@ -638,26 +780,49 @@ class _Validator:
                     f"{pattern!r} matches no output any runner produces (declared outputs: {', '.join(outputs)})",
                 )
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
-        allowed_params = {"ece": {"bins", "label", "inputs"}, "accuracy": {"label"}, "ssim": {"data_range"},
-                          "psnr": {"data_range"}, "max_rel": {"rel_eps"},
-                          "max_edge_delta": {"edges"},
-                          **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")}}.get(metric, set())
+        allowed_params = {
+            "ece": {"bins", "label", "inputs"},
+            "accuracy": {"label"},
+            "ssim": {"data_range"},
+            "psnr": {"data_range"},
+            "max_rel": {"rel_eps"},
+            "max_edge_delta": {"edges"},
+            **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")},
+        }.get(metric, set())
         for p in params:
             if p not in allowed_params:
-                raise self.error(f"{key}.params.{p}", f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}")
+                raise self.error(
+                    f"{key}.params.{p}",
+                    f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}",
+                )
         if metric in ("ssim", "psnr") and "data_range" not in params:
-            raise self.error(f"{key}.params.data_range", f"{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); it is never guessed")
+            raise self.error(
+                f"{key}.params.data_range",
+                f"{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); it is never guessed",
+            )
         if "edges" in params:
             edges = params["edges"]
-            if (not isinstance(edges, list) or not edges or len(set(map(str, edges))) != len(edges)
-                    or not all(isinstance(e, str) and e for e in edges)):
-                raise self.error(f"{key}.params.edges", f"expected a list of distinct edge names (e.g. [\"start\", \"end\"] for segments), got {_kind(edges)}")
+            if (
+                not isinstance(edges, list)
+                or not edges
+                or len(set(map(str, edges))) != len(edges)
+                or not all(isinstance(e, str) and e for e in edges)
+            ):
+                raise self.error(
+                    f"{key}.params.edges",
+                    f'expected a list of distinct edge names (e.g. ["start", "end"] for segments), got {_kind(edges)}',
+                )
         if metric in ("accuracy", "ece"):
             label = params.get("label", "label")
             unlabelled = [c.name for c in cases.values() if label not in c.labels]
             if unlabelled:
-                raise self.error(f"{key}.metric", f"{metric} needs a label {label!r} on every case; missing on {', '.join(unlabelled)}")
-        published = self.strings(data["published"], f"{key}.published") if "published" in data else ()
+                raise self.error(
+                    f"{key}.metric",
+                    f"{metric} needs a label {label!r} on every case; missing on {', '.join(unlabelled)}",
+                )
+        published = (
+            self.strings(data["published"], f"{key}.published") if "published" in data else ()
+        )
         activity = None
         if "activity" in data:
             where = self.error(f"{key}.activity", "").where
@@ -677,7 +842,9 @@ class _Validator:
             candidates=chosen,
             basis=_plain(basis),
             published=published,
-            description=data.get("description", "") if isinstance(data.get("description", ""), str) else "",
+            description=data.get("description", "")
+            if isinstance(data.get("description", ""), str)
+            else "",
             params=_plain(params),
             activity=activity,
         )
@@ -691,8 +858,10 @@ def _produced(pattern: str, outputs: tuple[str, ...], runners: dict[str, Runner]
         # both globs: compare their literal prefixes
         lit_d = re.split(r"[*?\[]", declared)[0]
         lit_p = re.split(r"[*?\[]", pattern)[0]
-        if any(ch in declared for ch in "*?[") and any(ch in pattern for ch in "*?[") and (
-            lit_d.startswith(lit_p) or lit_p.startswith(lit_d)
+        if (
+            any(ch in declared for ch in "*?[")
+            and any(ch in pattern for ch in "*?[")
+            and (lit_d.startswith(lit_p) or lit_p.startswith(lit_d))
         ):
             return True
     return False
@@ -761,7 +930,9 @@ def parse_slice(text: str) -> tuple[Any, ...]:
         try:
             parts.append(int(part))
         except ValueError:
-            raise ValueError(f"cannot read {part!r} as an index (integers, ':' slices or '...')") from None
+            raise ValueError(
+                f"cannot read {part!r} as an index (integers, ':' slices or '...')"
+            ) from None
     if sum(p is Ellipsis for p in parts) > 1:
         raise ValueError("at most one '...' in an index")
     return tuple(parts)

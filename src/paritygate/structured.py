@@ -75,8 +75,9 @@ def _where_label(path: str) -> str:
     return path or "output"
 
 
-def _bound(name: str, value: Any, *, low: float = 0.0, high: float = math.inf,
-           path: str = "") -> float | None:
+def _bound(
+    name: str, value: Any, *, low: float = 0.0, high: float = math.inf, path: str = ""
+) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -84,8 +85,9 @@ def _bound(name: str, value: Any, *, low: float = 0.0, high: float = math.inf,
     value = float(value)
     if not (math.isfinite(value) and low <= value <= high):
         span = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
-        raise InputError(f"{name} must be a finite number {span}, got {value!r}",
-                         where=_where_label(path))
+        raise InputError(
+            f"{name} must be a finite number {span}, got {value!r}", where=_where_label(path)
+        )
     return value
 
 
@@ -123,29 +125,36 @@ class KeyedBoxesResult(_Verdict):
 
     def summary(self) -> str:
         n_edges = sum(len(d) for d in self.edge_deltas.values())
-        text = (f"{len(self.edge_deltas)} labels, {n_edges} edges, max delta "
-                f"{_fmt(self.observed_max_delta)}")
+        text = (
+            f"{len(self.edge_deltas)} labels, {n_edges} edges, max delta "
+            f"{_fmt(self.observed_max_delta)}"
+        )
         if self.worst:
             text += f" at {self.worst}"
         return text + f" (bound {self.max_edge_delta})"
 
 
-def _label_map(boxes: Mapping[Any, Any], side: str, edge_names: tuple[str, ...],
-               path: str) -> dict[str, list[float]]:
+def _label_map(
+    boxes: Mapping[Any, Any], side: str, edge_names: tuple[str, ...], path: str
+) -> dict[str, list[float]]:
     if not isinstance(boxes, Mapping):
-        raise InputError(f"{side} boxes must be a mapping label -> edges, got "
-                         f"{type(boxes).__name__}", where=_where_label(path))
+        raise InputError(
+            f"{side} boxes must be a mapping label -> edges, got {type(boxes).__name__}",
+            where=_where_label(path),
+        )
     out: dict[str, list[float]] = {}
     for label, value in boxes.items():
         key = str(label)
         if key in out:
-            raise InputError(f"{side} labels {label!r} collide once written as text",
-                             where=_where_label(path))
+            raise InputError(
+                f"{side} labels {label!r} collide once written as text", where=_where_label(path)
+            )
         if isinstance(value, Mapping):
             absent = [e for e in edge_names if e not in value]
             if absent:
-                raise InputError(f"{side} box {key!r} lacks edges {absent}",
-                                 where=_where_label(path))
+                raise InputError(
+                    f"{side} box {key!r} lacks edges {absent}", where=_where_label(path)
+                )
             coords = [value[e] for e in edge_names]
         else:
             coords = np.asarray(value).reshape(-1).tolist() if not isinstance(value, str) else None
@@ -153,12 +162,15 @@ def _label_map(boxes: Mapping[Any, Any], side: str, edge_names: tuple[str, ...],
                 raise InputError(
                     f"{side} box {key!r} has {len(coords) if coords is not None else 'no'} "
                     f"coordinates, expected {len(edge_names)} ({', '.join(edge_names)})",
-                    where=_where_label(path))
+                    where=_where_label(path),
+                )
         try:
             out[key] = [float(c) for c in coords]
         except (TypeError, ValueError):
-            raise InputError(f"{side} box {key!r} holds non-numeric coordinates {coords!r}",
-                             where=_where_label(path)) from None
+            raise InputError(
+                f"{side} box {key!r} holds non-numeric coordinates {coords!r}",
+                where=_where_label(path),
+            ) from None
     return out
 
 
@@ -180,16 +192,22 @@ def compare_keyed_boxes(
     """
     edge_names = tuple(str(e) for e in edge_names)
     if not edge_names or len(set(edge_names)) != len(edge_names):
-        raise InputError(f"edge_names must be distinct and non-empty, got {list(edge_names)}",
-                         where=_where_label(path))
+        raise InputError(
+            f"edge_names must be distinct and non-empty, got {list(edge_names)}",
+            where=_where_label(path),
+        )
     if isinstance(max_edge_delta, Mapping):
         unknown = sorted(set(map(str, max_edge_delta)) - set(edge_names))
         absent = [e for e in edge_names if e not in max_edge_delta]
         if unknown or absent:
-            raise InputError(f"max_edge_delta per edge must name exactly {list(edge_names)} "
-                             f"(unknown {unknown}, absent {absent})", where=_where_label(path))
-        bounds = {e: _bound(f"max_edge_delta[{e}]", max_edge_delta[e], path=path)
-                  for e in edge_names}
+            raise InputError(
+                f"max_edge_delta per edge must name exactly {list(edge_names)} "
+                f"(unknown {unknown}, absent {absent})",
+                where=_where_label(path),
+            )
+        bounds = {
+            e: _bound(f"max_edge_delta[{e}]", max_edge_delta[e], path=path) for e in edge_names
+        }
         bound_record: float | dict[str, float] = dict(bounds)
     else:
         single = _bound("max_edge_delta", max_edge_delta, path=path)
@@ -215,22 +233,50 @@ def compare_keyed_boxes(
             if worst is None or delta > worst_delta:
                 worst, worst_delta = f"{label}.{edge}", delta
             if not delta <= bounds[edge]:
-                failures.append(Failure(
-                    metric="edge_delta", bound=bounds[edge], observed=delta,
-                    excess=delta - bounds[edge], where=f"{label}.{edge}",
-                    detail=f"actual {_fmt(a)}, expected {_fmt(e)}"))
+                failures.append(
+                    Failure(
+                        metric="edge_delta",
+                        bound=bounds[edge],
+                        observed=delta,
+                        excess=delta - bounds[edge],
+                        where=f"{label}.{edge}",
+                        detail=f"actual {_fmt(a)}, expected {_fmt(e)}",
+                    )
+                )
         edge_deltas[label] = deltas
     for label in missing:
-        failures.append(Failure(metric="missing_label", bound=None, observed=None,
-                                where=label, detail="in expected, absent in actual"))
+        failures.append(
+            Failure(
+                metric="missing_label",
+                bound=None,
+                observed=None,
+                where=label,
+                detail="in expected, absent in actual",
+            )
+        )
     for label in extra:
-        failures.append(Failure(metric="extra_label", bound=None, observed=None,
-                                where=label, detail="in actual, absent in expected"))
+        failures.append(
+            Failure(
+                metric="extra_label",
+                bound=None,
+                observed=None,
+                where=label,
+                detail="in actual, absent in expected",
+            )
+        )
     return KeyedBoxesResult(
-        path=path, passed=not failures, edge_names=list(edge_names),
-        max_edge_delta=bound_record, observed_max_delta=worst_delta, worst=worst,
-        bound_that_passes=worst_delta, edge_deltas=edge_deltas, missing=missing, extra=extra,
-        failures=failures)
+        path=path,
+        passed=not failures,
+        edge_names=list(edge_names),
+        max_edge_delta=bound_record,
+        observed_max_delta=worst_delta,
+        worst=worst,
+        bound_that_passes=worst_delta,
+        edge_deltas=edge_deltas,
+        missing=missing,
+        extra=extra,
+        failures=failures,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,8 +297,12 @@ def box_iou(a: Any, b: Any) -> np.ndarray:
     b = np.where(finite_b[:, None], b, 0.0)
     area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
     area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    iw = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
-    ih = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    iw = np.clip(
+        np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None
+    )
+    ih = np.clip(
+        np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None
+    )
     inter = iw * ih
     union = area_a[:, None] + area_b[None, :] - inter
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -281,8 +331,10 @@ class MatchedBoxesResult(_Verdict):
     failures: list[Failure] = field(default_factory=list)
 
     def summary(self) -> str:
-        text = (f"{len(self.pairs)} pairs of {self.n_actual} actual / {self.n_expected} expected "
-                f"boxes at IoU >= {_fmt(self.min_iou)}")
+        text = (
+            f"{len(self.pairs)} pairs of {self.n_actual} actual / {self.n_expected} expected "
+            f"boxes at IoU >= {_fmt(self.min_iou)}"
+        )
         if self.observed_min_iou is not None:
             text += f", lowest IoU {_fmt(self.observed_min_iou)}"
         if self.observed_max_delta is not None:
@@ -293,13 +345,16 @@ class MatchedBoxesResult(_Verdict):
 def _boxes_array(boxes: Any, side: str, path: str) -> np.ndarray:
     array = np.asarray(boxes, dtype=np.float64) if not isinstance(boxes, np.ndarray) else boxes
     if array.dtype.kind not in "biuf":
-        raise InputError(f"{side} boxes must be numeric, got dtype {array.dtype}",
-                         where=_where_label(path))
+        raise InputError(
+            f"{side} boxes must be numeric, got dtype {array.dtype}", where=_where_label(path)
+        )
     if array.size == 0:
         return np.zeros((0, 4))
     if array.ndim != 2 or array.shape[1] != 4:
-        raise InputError(f"{side} boxes must have shape (n, 4) as x1, y1, x2, y2; got "
-                         f"{tuple(array.shape)}", where=_where_label(path))
+        raise InputError(
+            f"{side} boxes must have shape (n, 4) as x1, y1, x2, y2; got {tuple(array.shape)}",
+            where=_where_label(path),
+        )
     return array.astype(np.float64)
 
 
@@ -336,9 +391,11 @@ def match_boxes(
     if actual_classes is not None:
         ca, ce = np.asarray(actual_classes), np.asarray(expected_classes)
         if ca.shape != (len(a),) or ce.shape != (len(e),):
-            raise InputError(f"classes must hold one entry per box: actual {ca.shape} for "
-                             f"{len(a)} boxes, expected {ce.shape} for {len(e)} boxes",
-                             where=_where_label(path))
+            raise InputError(
+                f"classes must hold one entry per box: actual {ca.shape} for "
+                f"{len(a)} boxes, expected {ce.shape} for {len(e)} boxes",
+                where=_where_label(path),
+            )
         allowed = ca[:, None] == ce[None, :]
     # Pairs below the threshold cannot match, so they carry no weight in the assignment.
     weight = np.where(allowed & (iou >= threshold), iou, 0.0)
@@ -355,55 +412,98 @@ def match_boxes(
             continue
         matched_a.add(i)
         matched_e.add(j)
-        deltas = {edge: _edge_delta(float(a[i, k]), float(e[j, k]))
-                  for k, edge in enumerate(BOX_EDGES)}
-        pairs.append({"actual": i, "expected": j, "iou": float(iou[i, j]),
-                      "edge_deltas": deltas})
+        deltas = {
+            edge: _edge_delta(float(a[i, k]), float(e[j, k])) for k, edge in enumerate(BOX_EDGES)
+        }
+        pairs.append({"actual": i, "expected": j, "iou": float(iou[i, j]), "edge_deltas": deltas})
         if edge_bound is not None:
             for edge, delta in deltas.items():
                 if not delta <= edge_bound:
-                    failures.append(Failure(
-                        metric="edge_delta", bound=edge_bound, observed=delta,
-                        excess=delta - edge_bound, where=f"expected[{j}].{edge}",
-                        detail=f"matched to actual[{i}], IoU {_fmt(float(iou[i, j]))}"))
+                    failures.append(
+                        Failure(
+                            metric="edge_delta",
+                            bound=edge_bound,
+                            observed=delta,
+                            excess=delta - edge_bound,
+                            where=f"expected[{j}].{edge}",
+                            detail=f"matched to actual[{i}], IoU {_fmt(float(iou[i, j]))}",
+                        )
+                    )
     unmatched_e = [j for j in range(len(e)) if j not in matched_e]
     unmatched_a = [i for i in range(len(a)) if i not in matched_a]
     for j in unmatched_e:
-        failures.append(_unmatched_failure("unmatched_expected", f"expected[{j}]", "actual",
-                                           iou[:, j] if len(a) else np.zeros(0),
-                                           allowed[:, j] if len(a) else np.zeros(0, bool),
-                                           threshold))
+        failures.append(
+            _unmatched_failure(
+                "unmatched_expected",
+                f"expected[{j}]",
+                "actual",
+                iou[:, j] if len(a) else np.zeros(0),
+                allowed[:, j] if len(a) else np.zeros(0, bool),
+                threshold,
+            )
+        )
     for i in unmatched_a:
-        failures.append(_unmatched_failure("unmatched_actual", f"actual[{i}]", "expected",
-                                           iou[i, :] if len(e) else np.zeros(0),
-                                           allowed[i, :] if len(e) else np.zeros(0, bool),
-                                           threshold))
+        failures.append(
+            _unmatched_failure(
+                "unmatched_actual",
+                f"actual[{i}]",
+                "expected",
+                iou[i, :] if len(e) else np.zeros(0),
+                allowed[i, :] if len(e) else np.zeros(0, bool),
+                threshold,
+            )
+        )
     ious = [p["iou"] for p in pairs]
     deltas_all = [d for p in pairs for d in p["edge_deltas"].values()]
     return MatchedBoxesResult(
-        path=path, passed=not failures, min_iou=threshold, max_edge_delta=edge_bound,
-        n_actual=len(a), n_expected=len(e), pairs=pairs,
+        path=path,
+        passed=not failures,
+        min_iou=threshold,
+        max_edge_delta=edge_bound,
+        n_actual=len(a),
+        n_expected=len(e),
+        pairs=pairs,
         observed_min_iou=min(ious) if ious else None,
         observed_max_delta=max(deltas_all) if deltas_all else None,
-        unmatched_actual=unmatched_a, unmatched_expected=unmatched_e, failures=failures)
+        unmatched_actual=unmatched_a,
+        unmatched_expected=unmatched_e,
+        failures=failures,
+    )
 
 
-def _unmatched_failure(metric: str, where: str, other: str, overlaps: np.ndarray,
-                       allowed: np.ndarray, threshold: float) -> Failure:
+def _unmatched_failure(
+    metric: str, where: str, other: str, overlaps: np.ndarray, allowed: np.ndarray, threshold: float
+) -> Failure:
     if overlaps.size == 0:
-        return Failure(metric=metric, bound=threshold, observed=None, where=where,
-                       detail=f"no {other} boxes at all")
+        return Failure(
+            metric=metric,
+            bound=threshold,
+            observed=None,
+            where=where,
+            detail=f"no {other} boxes at all",
+        )
     candidates = np.where(allowed, overlaps, -1.0)
     best = int(np.argmax(candidates))
     if candidates[best] < 0:
-        return Failure(metric=metric, bound=threshold, observed=None, where=where,
-                       detail=f"no {other} box of the same class")
+        return Failure(
+            metric=metric,
+            bound=threshold,
+            observed=None,
+            where=where,
+            detail=f"no {other} box of the same class",
+        )
     best_iou = float(overlaps[best])
     detail = f"best overlap {other}[{best}] IoU {_fmt(best_iou)}"
     if best_iou >= threshold:
         detail += ", which pairs better with another box"
-    return Failure(metric=metric, bound=threshold, observed=best_iou,
-                   excess=max(threshold - best_iou, 0.0), where=where, detail=detail)
+    return Failure(
+        metric=metric,
+        bound=threshold,
+        observed=best_iou,
+        excess=max(threshold - best_iou, 0.0),
+        where=where,
+        detail=detail,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,28 +530,36 @@ class SequenceResult(_Verdict):
         text = f"lengths {self.length_actual} / {self.length_expected}"
         if self.first_divergence is None:
             return text + ", identical"
-        return text + (f", first divergence at {self.first_divergence}, "
-                       f"{self.mismatched_positions} differing positions")
+        return text + (
+            f", first divergence at {self.first_divergence}, "
+            f"{self.mismatched_positions} differing positions"
+        )
 
 
 def _sequence(value: Any, side: str, path: str) -> str | np.ndarray:
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
-        raise InputError(f"{side} sequence is bytes; decode it to text first",
-                         where=_where_label(path))
+        raise InputError(
+            f"{side} sequence is bytes; decode it to text first", where=_where_label(path)
+        )
     array = np.asarray(value)
     if array.ndim != 1:
-        raise InputError(f"{side} sequence must be one-dimensional, got shape "
-                         f"{tuple(array.shape)}", where=_where_label(path))
+        raise InputError(
+            f"{side} sequence must be one-dimensional, got shape {tuple(array.shape)}",
+            where=_where_label(path),
+        )
     if array.size and array.dtype.kind not in "biuU":
-        raise InputError(f"{side} sequence must hold token ids (integers) or strings, got dtype "
-                         f"{array.dtype}", where=_where_label(path))
+        raise InputError(
+            f"{side} sequence must hold token ids (integers) or strings, got dtype {array.dtype}",
+            where=_where_label(path),
+        )
     return array
 
 
-def compare_sequences(actual: Any, expected: Any, *, context: int = 8,
-                      path: str = "") -> SequenceResult:
+def compare_sequences(
+    actual: Any, expected: Any, *, context: int = 8, path: str = ""
+) -> SequenceResult:
     """Compare two sequences exactly: token id arrays / lists, lists of strings, or text.
 
     Reports the first divergence (the first differing position, or the end of the shorter side),
@@ -459,17 +567,29 @@ def compare_sequences(actual: Any, expected: Any, *, context: int = 8,
     ``context`` items before and after the divergence on both sides.
     """
     if not isinstance(context, int) or context < 0:
-        raise InputError(f"context must be a whole number >= 0, got {context!r}",
-                         where=_where_label(path))
+        raise InputError(
+            f"context must be a whole number >= 0, got {context!r}", where=_where_label(path)
+        )
     a = _sequence(actual, "actual", path)
     e = _sequence(expected, "expected", path)
     if isinstance(a, str) != isinstance(e, str):
-        raise InputError("cannot compare text with a token sequence "
-                         f"(actual {'text' if isinstance(a, str) else 'tokens'}, expected "
-                         f"{'text' if isinstance(e, str) else 'tokens'})", where=_where_label(path))
-    if not isinstance(a, str) and a.size and e.size and (a.dtype.kind == "U") != (e.dtype.kind == "U"):
-        raise InputError(f"cannot compare token ids with strings (actual dtype {a.dtype}, "
-                         f"expected dtype {e.dtype})", where=_where_label(path))
+        raise InputError(
+            "cannot compare text with a token sequence "
+            f"(actual {'text' if isinstance(a, str) else 'tokens'}, expected "
+            f"{'text' if isinstance(e, str) else 'tokens'})",
+            where=_where_label(path),
+        )
+    if (
+        not isinstance(a, str)
+        and a.size
+        and e.size
+        and (a.dtype.kind == "U") != (e.dtype.kind == "U")
+    ):
+        raise InputError(
+            f"cannot compare token ids with strings (actual dtype {a.dtype}, "
+            f"expected dtype {e.dtype})",
+            where=_where_label(path),
+        )
     common = min(len(a), len(e))
     if isinstance(a, str):
         differs = np.array([x != y for x, y in zip(a[:common], e[:common])], dtype=bool)
@@ -495,21 +615,43 @@ def compare_sequences(actual: Any, expected: Any, *, context: int = 8,
         if mismatched:
             a_item = a[first] if isinstance(a, str) else a[first].item()
             e_item = e[first] if isinstance(e, str) else e[first].item()
-            failures.append(Failure(
-                metric="sequence_mismatch", bound=0, observed=mismatched,
-                excess=float(mismatched), where=f"position {first}",
-                detail=(f"actual {a_item!r} vs expected {e_item!r}; from position {start}: "
-                        f"actual {a_ctx!r}, expected {e_ctx!r}")))
+            failures.append(
+                Failure(
+                    metric="sequence_mismatch",
+                    bound=0,
+                    observed=mismatched,
+                    excess=float(mismatched),
+                    where=f"position {first}",
+                    detail=(
+                        f"actual {a_item!r} vs expected {e_item!r}; from position {start}: "
+                        f"actual {a_ctx!r}, expected {e_ctx!r}"
+                    ),
+                )
+            )
         if len(a) != len(e):
             longer = "actual" if len(a) > len(e) else "expected"
-            failures.append(Failure(
-                metric="length", bound=len(e), observed=len(a),
-                excess=float(abs(len(a) - len(e))), where=f"position {common}",
-                detail=f"{longer} is {abs(len(a) - len(e))} longer"))
+            failures.append(
+                Failure(
+                    metric="length",
+                    bound=len(e),
+                    observed=len(a),
+                    excess=float(abs(len(a) - len(e))),
+                    where=f"position {common}",
+                    detail=f"{longer} is {abs(len(a) - len(e))} longer",
+                )
+            )
     return SequenceResult(
-        path=path, passed=not failures, length_actual=len(a), length_expected=len(e),
-        first_divergence=first, mismatched_positions=mismatched, context_start=start,
-        actual_context=a_ctx, expected_context=e_ctx, failures=failures)
+        path=path,
+        passed=not failures,
+        length_actual=len(a),
+        length_expected=len(e),
+        first_divergence=first,
+        mismatched_positions=mismatched,
+        context_start=start,
+        actual_context=a_ctx,
+        expected_context=e_ctx,
+        failures=failures,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,8 +685,10 @@ class ClassDecisionResult(_Verdict):
 
     def summary(self) -> str:
         agree = self.n_rows - self.argmax_disagreements
-        text = (f"argmax agrees on {agree}/{self.n_rows} rows, max prob drift "
-                f"{_fmt(self.max_prob_drift)}, KL max {_fmt(self.kl_max)}")
+        text = (
+            f"argmax agrees on {agree}/{self.n_rows} rows, max prob drift "
+            f"{_fmt(self.max_prob_drift)}, KL max {_fmt(self.kl_max)}"
+        )
         if self.topk_agreement is not None:
             text += f", top-{self.top_k} agreement {_fmt(self.topk_agreement)}"
         if self.ece_actual is not None:
@@ -577,11 +721,13 @@ def expected_calibration_error(probabilities: Any, labels: Any, *, n_bins: int =
 def _as_rows(value: Any, side: str, axis: int, path: str) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind not in "biuf" and array.dtype.name not in ("bfloat16", "float16"):
-        raise InputError(f"{side} scores must be numeric, got dtype {array.dtype}",
-                         where=_where_label(path))
+        raise InputError(
+            f"{side} scores must be numeric, got dtype {array.dtype}", where=_where_label(path)
+        )
     if array.ndim == 0:
-        raise InputError(f"{side} scores must have a class axis, got a scalar",
-                         where=_where_label(path))
+        raise InputError(
+            f"{side} scores must have a class axis, got a scalar", where=_where_label(path)
+        )
     return np.moveaxis(array.astype(np.float64), axis, -1)
 
 
@@ -621,32 +767,44 @@ def compare_class_decisions(
     from scipy.special import log_softmax, rel_entr, softmax
 
     if inputs not in ("logits", "probabilities"):
-        raise InputError(f"inputs must be 'logits' or 'probabilities', got {inputs!r}",
-                         where=_where_label(path))
+        raise InputError(
+            f"inputs must be 'logits' or 'probabilities', got {inputs!r}", where=_where_label(path)
+        )
     bounds = {
-        "min_argmax_agreement": _bound("min_argmax_agreement", min_argmax_agreement, high=1.0, path=path),
+        "min_argmax_agreement": _bound(
+            "min_argmax_agreement", min_argmax_agreement, high=1.0, path=path
+        ),
         "min_topk_agreement": _bound("min_topk_agreement", min_topk_agreement, high=1.0, path=path),
         "max_prob_drift": _bound("max_prob_drift", max_prob_drift, high=1.0, path=path),
         "max_kl": _bound("max_kl", max_kl, path=path),
-        "max_ece_increase": _bound("max_ece_increase", max_ece_increase, low=-1.0, high=1.0, path=path),
+        "max_ece_increase": _bound(
+            "max_ece_increase", max_ece_increase, low=-1.0, high=1.0, path=path
+        ),
     }
     a = _as_rows(actual, "actual", axis, path)
     e = _as_rows(expected, "expected", axis, path)
     if a.shape != e.shape:
-        raise InputError(f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} "
-                         "(class axis last)", where=_where_label(path))
+        raise InputError(
+            f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} "
+            "(class axis last)",
+            where=_where_label(path),
+        )
     batch_shape, n_classes = a.shape[:-1], a.shape[-1]
     if n_classes < 1:
         raise InputError("the class axis is empty", where=_where_label(path))
     for side, array in (("actual", a), ("expected", e)):
         if not np.isfinite(array).all():
-            raise InputError(f"{side} {inputs} hold NaN or infinite values; decisions are "
-                             "undefined", where=_where_label(path))
+            raise InputError(
+                f"{side} {inputs} hold NaN or infinite values; decisions are undefined",
+                where=_where_label(path),
+            )
     a2, e2 = a.reshape(-1, n_classes), e.reshape(-1, n_classes)
     n_rows = len(a2)
     if top_k is not None and not (isinstance(top_k, int) and 1 <= top_k <= n_classes):
-        raise InputError(f"top_k must be a whole number in [1, {n_classes}], got {top_k!r}",
-                         where=_where_label(path))
+        raise InputError(
+            f"top_k must be a whole number in [1, {n_classes}], got {top_k!r}",
+            where=_where_label(path),
+        )
     if bounds["min_topk_agreement"] is not None and top_k is None:
         raise InputError("min_topk_agreement needs top_k", where=_where_label(path))
 
@@ -658,33 +816,51 @@ def compare_class_decisions(
         for side, p in (("actual", a2), ("expected", e2)):
             sums = p.sum(axis=1)
             if (p < 0).any() or (p > 1).any() or (n_rows and np.abs(sums - 1).max() > 1e-3):
-                raise InputError(f"{side} probabilities must lie in [0, 1] and sum to 1 per row "
-                                 f"(row sums span {sums.min():.6g}..{sums.max():.6g})",
-                                 where=_where_label(path))
+                raise InputError(
+                    f"{side} probabilities must lie in [0, 1] and sum to 1 per row "
+                    f"(row sums span {sums.min():.6g}..{sums.max():.6g})",
+                    where=_where_label(path),
+                )
         pa, pe = a2, e2
         kl_rows = rel_entr(pe, pa).sum(axis=1)
     kl_rows = np.maximum(kl_rows, 0.0)  # rounding can leave -1e-17 on identical rows
 
     def row_index(flat: int) -> Any:
-        return int(flat) if len(batch_shape) <= 1 else [int(i) for i in np.unravel_index(flat, batch_shape)]
+        return (
+            int(flat)
+            if len(batch_shape) <= 1
+            else [int(i) for i in np.unravel_index(flat, batch_shape)]
+        )
 
     failures: list[Failure] = []
     arg_a, arg_e = pa.argmax(axis=1), pe.argmax(axis=1)
     disagree = np.flatnonzero(arg_a != arg_e)
     agreement = 1.0 - len(disagree) / n_rows if n_rows else 1.0
     rows_listed = [
-        {"row": row_index(r), "actual_class": int(arg_a[r]), "expected_class": int(arg_e[r]),
-         "actual_prob": float(pa[r, arg_a[r]]), "expected_prob": float(pe[r, arg_e[r]])}
+        {
+            "row": row_index(r),
+            "actual_class": int(arg_a[r]),
+            "expected_class": int(arg_e[r]),
+            "actual_prob": float(pa[r, arg_a[r]]),
+            "expected_prob": float(pe[r, arg_e[r]]),
+        }
         for r in disagree[: max(worst_k, 0)]
     ]
     bound = bounds["min_argmax_agreement"]
     if bound is not None and agreement < bound:
-        shown = ", ".join(f"row {d['row']}: {d['actual_class']} vs {d['expected_class']}"
-                          for d in rows_listed[:5])
-        failures.append(Failure(
-            metric="argmax_agreement", bound=bound, observed=agreement, excess=bound - agreement,
-            where=f"{len(disagree)} of {n_rows} rows",
-            detail=f"actual vs expected class: {shown}" + (" ..." if len(disagree) > 5 else "")))
+        shown = ", ".join(
+            f"row {d['row']}: {d['actual_class']} vs {d['expected_class']}" for d in rows_listed[:5]
+        )
+        failures.append(
+            Failure(
+                metric="argmax_agreement",
+                bound=bound,
+                observed=agreement,
+                excess=bound - agreement,
+                where=f"{len(disagree)} of {n_rows} rows",
+                detail=f"actual vs expected class: {shown}" + (" ..." if len(disagree) > 5 else ""),
+            )
+        )
 
     topk_agreement = None
     if top_k is not None:
@@ -695,10 +871,16 @@ def compare_class_decisions(
         bound = bounds["min_topk_agreement"]
         if bound is not None and topk_agreement < bound:
             bad = np.flatnonzero(~same)
-            failures.append(Failure(
-                metric=f"top{top_k}_agreement", bound=bound, observed=topk_agreement,
-                excess=bound - topk_agreement, where=f"{len(bad)} of {n_rows} rows",
-                detail="first differing rows " + ", ".join(str(row_index(r)) for r in bad[:5])))
+            failures.append(
+                Failure(
+                    metric=f"top{top_k}_agreement",
+                    bound=bound,
+                    observed=topk_agreement,
+                    excess=bound - topk_agreement,
+                    where=f"{len(bad)} of {n_rows} rows",
+                    detail="first differing rows " + ", ".join(str(row_index(r)) for r in bad[:5]),
+                )
+            )
 
     drift = np.abs(pa - pe)
     drift_max = float(drift.max()) if drift.size else 0.0
@@ -709,10 +891,16 @@ def compare_class_decisions(
     bound = bounds["max_prob_drift"]
     if bound is not None and drift_max > bound:
         n_over = int((drift > bound).sum())
-        failures.append(Failure(
-            metric="prob_drift", bound=bound, observed=drift_max, excess=drift_max - bound,
-            where=f"row {drift_at['row']} class {drift_at['class']}",
-            detail=f"{n_over} probabilities beyond the bound"))
+        failures.append(
+            Failure(
+                metric="prob_drift",
+                bound=bound,
+                observed=drift_max,
+                excess=drift_max - bound,
+                where=f"row {drift_at['row']} class {drift_at['class']}",
+                detail=f"{n_over} probabilities beyond the bound",
+            )
+        )
 
     kl_mean = float(kl_rows.mean()) if n_rows else 0.0
     kl_max = float(kl_rows.max()) if n_rows else 0.0
@@ -720,17 +908,27 @@ def compare_class_decisions(
     bound = bounds["max_kl"]
     if bound is not None and not kl_max <= bound:
         n_over = int((~(kl_rows <= bound)).sum())
-        failures.append(Failure(
-            metric="kl_divergence", bound=bound, observed=kl_max, excess=kl_max - bound,
-            where=f"row {kl_row}", detail=f"KL(expected || actual); {n_over} of {n_rows} rows "
-                                          f"beyond the bound, mean {_fmt(kl_mean)}"))
+        failures.append(
+            Failure(
+                metric="kl_divergence",
+                bound=bound,
+                observed=kl_max,
+                excess=kl_max - bound,
+                where=f"row {kl_row}",
+                detail=f"KL(expected || actual); {n_over} of {n_rows} rows "
+                f"beyond the bound, mean {_fmt(kl_mean)}",
+            )
+        )
 
     ece_a = ece_e = ece_inc = None
     if labels is not None:
         lab = np.asarray(labels)
         if lab.shape != batch_shape or (lab.size and lab.dtype.kind not in "iu"):
-            raise InputError(f"labels must be integers of shape {tuple(batch_shape)}, got "
-                             f"{tuple(lab.shape)} {lab.dtype}", where=_where_label(path))
+            raise InputError(
+                f"labels must be integers of shape {tuple(batch_shape)}, got "
+                f"{tuple(lab.shape)} {lab.dtype}",
+                where=_where_label(path),
+            )
         if lab.size and (lab.min() < 0 or lab.max() >= n_classes):
             raise InputError(f"labels must lie in [0, {n_classes - 1}]", where=_where_label(path))
         ece_a = expected_calibration_error(pa, lab, n_bins=n_bins)
@@ -738,20 +936,40 @@ def compare_class_decisions(
         ece_inc = ece_a - ece_e
         bound = bounds["max_ece_increase"]
         if bound is not None and ece_inc > bound:
-            failures.append(Failure(
-                metric="ece_increase", bound=bound, observed=ece_inc, excess=ece_inc - bound,
-                where=f"{n_rows} rows", detail=f"ECE actual {_fmt(ece_a)}, expected "
-                                              f"{_fmt(ece_e)} ({n_bins} bins)"))
+            failures.append(
+                Failure(
+                    metric="ece_increase",
+                    bound=bound,
+                    observed=ece_inc,
+                    excess=ece_inc - bound,
+                    where=f"{n_rows} rows",
+                    detail=f"ECE actual {_fmt(ece_a)}, expected {_fmt(ece_e)} ({n_bins} bins)",
+                )
+            )
     elif bounds["max_ece_increase"] is not None:
         raise InputError("max_ece_increase needs labels", where=_where_label(path))
 
     return ClassDecisionResult(
-        path=path, passed=not failures, n_rows=n_rows, n_classes=n_classes, bounds=bounds,
-        argmax_agreement=agreement, argmax_disagreements=int(len(disagree)),
-        disagreeing_rows=rows_listed, top_k=top_k, topk_agreement=topk_agreement,
-        max_prob_drift=drift_max, max_prob_drift_at=drift_at, kl_mean=kl_mean, kl_max=kl_max,
-        kl_max_row=kl_row, ece_actual=ece_a, ece_expected=ece_e, ece_increase=ece_inc,
-        failures=failures)
+        path=path,
+        passed=not failures,
+        n_rows=n_rows,
+        n_classes=n_classes,
+        bounds=bounds,
+        argmax_agreement=agreement,
+        argmax_disagreements=int(len(disagree)),
+        disagreeing_rows=rows_listed,
+        top_k=top_k,
+        topk_agreement=topk_agreement,
+        max_prob_drift=drift_max,
+        max_prob_drift_at=drift_at,
+        kl_mean=kl_mean,
+        kl_max=kl_max,
+        kl_max_row=kl_row,
+        ece_actual=ece_a,
+        ece_expected=ece_e,
+        ece_increase=ece_inc,
+        failures=failures,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -777,8 +995,9 @@ class ImageResult(_Verdict):
     failures: list[Failure] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"SSIM {_fmt(self.ssim)}, PSNR {_fmt(self.psnr)} dB, data range "
-                f"{_fmt(self.data_range)}")
+        return (
+            f"SSIM {_fmt(self.ssim)}, PSNR {_fmt(self.psnr)} dB, data range {_fmt(self.data_range)}"
+        )
 
 
 def compare_images(
@@ -801,25 +1020,34 @@ def compare_images(
     try:
         from skimage.metrics import peak_signal_noise_ratio, structural_similarity
     except ImportError:
-        raise UserError("image metrics need scikit-image",
-                        hint="pip install 'paritygate[images]'") from None
+        raise UserError(
+            "image metrics need scikit-image", hint="pip install 'paritygate[images]'"
+        ) from None
     rng = _bound("data_range", data_range, path=path)
     if rng is None or rng <= 0:
-        raise InputError(f"data_range must be a finite number > 0, got {data_range!r}",
-                         where=_where_label(path))
+        raise InputError(
+            f"data_range must be a finite number > 0, got {data_range!r}", where=_where_label(path)
+        )
     lower_ssim = _bound("min_ssim", min_ssim, low=-1.0, high=1.0, path=path)
-    lower_psnr = _bound("min_psnr", min_psnr, low=-math.inf, path=path) if min_psnr is not None else None
+    lower_psnr = (
+        _bound("min_psnr", min_psnr, low=-math.inf, path=path) if min_psnr is not None else None
+    )
     a, e = np.asarray(actual), np.asarray(expected)
     for side, img in (("actual", a), ("expected", e)):
         if img.dtype.kind not in "biuf":
-            raise InputError(f"{side} image must be numeric, got dtype {img.dtype}",
-                             where=_where_label(path))
+            raise InputError(
+                f"{side} image must be numeric, got dtype {img.dtype}", where=_where_label(path)
+            )
     if a.shape != e.shape:
-        raise InputError(f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}",
-                         where=_where_label(path))
+        raise InputError(
+            f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}",
+            where=_where_label(path),
+        )
     if a.ndim < 2:
-        raise InputError(f"images need at least 2 dimensions, got shape {tuple(a.shape)}",
-                         where=_where_label(path))
+        raise InputError(
+            f"images need at least 2 dimensions, got shape {tuple(a.shape)}",
+            where=_where_label(path),
+        )
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     diff = np.abs(a64 - e64)
     finite = bool(np.isfinite(a64).all() and np.isfinite(e64).all())
@@ -827,25 +1055,52 @@ def compare_images(
     max_abs = float(diff.max()) if finite else math.nan
     if finite:
         try:
-            ssim = float(structural_similarity(a64, e64, data_range=rng, channel_axis=channel_axis,
-                                               win_size=win_size))
+            ssim = float(
+                structural_similarity(
+                    a64, e64, data_range=rng, channel_axis=channel_axis, win_size=win_size
+                )
+            )
         except ValueError as exc:
             raise InputError(f"SSIM cannot be computed: {exc}", where=_where_label(path)) from None
         with np.errstate(divide="ignore"):
-            psnr = math.inf if mse == 0 else float(peak_signal_noise_ratio(e64, a64, data_range=rng))
+            psnr = (
+                math.inf if mse == 0 else float(peak_signal_noise_ratio(e64, a64, data_range=rng))
+            )
     else:
         ssim = psnr = math.nan
     failures: list[Failure] = []
     nan_detail = "" if finite else "NaN or infinite pixels"
     if lower_ssim is not None and not ssim >= lower_ssim:
-        failures.append(Failure(metric="ssim", bound=lower_ssim, observed=ssim,
-                                excess=lower_ssim - ssim if finite else None,
-                                detail=nan_detail))
+        failures.append(
+            Failure(
+                metric="ssim",
+                bound=lower_ssim,
+                observed=ssim,
+                excess=lower_ssim - ssim if finite else None,
+                detail=nan_detail,
+            )
+        )
     if lower_psnr is not None and not psnr >= lower_psnr:
-        failures.append(Failure(metric="psnr", bound=lower_psnr, observed=psnr,
-                                excess=lower_psnr - psnr if finite else None,
-                                detail=nan_detail or f"mse {_fmt(mse)}"))
+        failures.append(
+            Failure(
+                metric="psnr",
+                bound=lower_psnr,
+                observed=psnr,
+                excess=lower_psnr - psnr if finite else None,
+                detail=nan_detail or f"mse {_fmt(mse)}",
+            )
+        )
     return ImageResult(
-        path=path, passed=not failures, shape=list(a.shape), data_range=rng,
-        channel_axis=channel_axis, min_ssim=lower_ssim, min_psnr=lower_psnr, ssim=ssim,
-        psnr=psnr, mse=mse, max_abs=max_abs, failures=failures)
+        path=path,
+        passed=not failures,
+        shape=list(a.shape),
+        data_range=rng,
+        channel_axis=channel_axis,
+        min_ssim=lower_ssim,
+        min_psnr=lower_psnr,
+        ssim=ssim,
+        psnr=psnr,
+        mse=mse,
+        max_abs=max_abs,
+        failures=failures,
+    )

@@ -14,8 +14,18 @@ from pathlib import Path
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1]
-MODULES = ("vad_mlx", "postprocess", "runners", "cli", "make_cases", "convert_weights",
-           "segment_edges_basis", "vad_gate", "bench", "demo")
+MODULES = (
+    "vad_mlx",
+    "postprocess",
+    "runners",
+    "cli",
+    "make_cases",
+    "convert_weights",
+    "segment_edges_basis",
+    "vad_gate",
+    "bench",
+    "demo",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

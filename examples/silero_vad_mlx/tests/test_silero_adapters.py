@@ -12,9 +12,9 @@ import pytest
 
 
 def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_on_path):
-    import paritygate
-
     import cli
+
+    import paritygate
 
     for case in cases:
         from_cli = runners.run_cli(case.path)
@@ -22,8 +22,9 @@ def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_
         assert from_cli == from_api, case.name  # JSON floats round-trip float32 values exactly
         probs = np.asarray(from_cli["probabilities"], dtype=np.float32)
         np.testing.assert_array_equal(probs, runners.mlx_probabilities(case.samples, case.rate))
-        exact = paritygate.compare({"p": probs}, {"p": np.asarray(from_api["probabilities"],
-                                                                  dtype=np.float32)})
+        exact = paritygate.compare(
+            {"p": probs}, {"p": np.asarray(from_api["probabilities"], dtype=np.float32)}
+        )
         assert exact and exact["p"].max_abs == 0.0
 
 
@@ -34,8 +35,17 @@ def test_gate_outputs_of_the_cli_match_the_runner(cases, example_on_path, tmp_pa
     for name, n_segments in (("short_pauses", 4), ("silence", 0)):
         case = next(c for c in cases if c.name == name)
         out = tmp_path / f"{name}.safetensors"
-        subprocess.run([sys.executable, str(example_on_path / "cli.py"), str(case.path), "-o",
-                        str(out), "--gate-outputs"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(example_on_path / "cli.py"),
+                str(case.path),
+                "-o",
+                str(out),
+                "--gate-outputs",
+            ],
+            check=True,
+        )
         from_cli = load_file(str(out))
         from_api = runners.mlx_outputs(str(case.path))
         assert sorted(from_cli) == ["probabilities", "segments", "timestamps"]
@@ -51,8 +61,7 @@ def test_a_diverging_adapter_would_be_caught(cases, runners, example_on_path):
 
     case = next(c for c in cases if c.name == "clean_speech")
     api = runners.mlx_probabilities(case.samples, case.rate)
-    drifted = runners.mlx_probabilities(case.samples / np.abs(case.samples).max() * 0.9,
-                                        case.rate)
+    drifted = runners.mlx_probabilities(case.samples / np.abs(case.samples).max() * 0.9, case.rate)
     comparison = paritygate.compare({"probabilities": drifted}, {"probabilities": api})
     assert not comparison
     assert comparison["probabilities"].mismatches > 0
@@ -60,8 +69,17 @@ def test_a_diverging_adapter_would_be_caught(cases, runners, example_on_path):
 
 def test_cli_rejects_an_unsupported_rate_with_exit_2(make_cases, example_on_path, tmp_path):
     wav = make_cases.CASES_DIR / "unsupported_rate_22050.wav"
-    proc = subprocess.run([sys.executable, str(example_on_path / "cli.py"), str(wav), "-o",
-                           str(tmp_path / "out.json")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(example_on_path / "cli.py"),
+            str(wav),
+            "-o",
+            str(tmp_path / "out.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "unsupported_rate_22050.wav: unsupported sample rate 22050 Hz" in proc.stderr
     assert "supported rates are 8000 and 16000 Hz" in proc.stderr

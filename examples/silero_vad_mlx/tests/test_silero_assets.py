@@ -27,8 +27,10 @@ def test_manifest_pins_the_weights_and_their_source(convert_weights):
 
     manifest = json.loads(convert_weights.MANIFEST_PATH.read_text())
     assert manifest["sha256"] == convert_weights.sha256_file(convert_weights.WEIGHTS_PATH)
-    assert manifest["source"]["sha256"] == hashlib.sha256(
-        convert_weights.torchscript_path().read_bytes()).hexdigest()
+    assert (
+        manifest["source"]["sha256"]
+        == hashlib.sha256(convert_weights.torchscript_path().read_bytes()).hexdigest()
+    )
     assert manifest["source"]["version"] == "6.2.3"
 
 
@@ -54,12 +56,14 @@ def test_the_shipped_safetensors_file_is_not_the_torchscript_weights(convert_wei
     # Why the port converts from the TorchScript file: the wheel's safetensors holds older weights.
     from safetensors.numpy import load_file
 
-    old = load_file(str(convert_weights.torchscript_path().with_name(
-        "silero_vad_16k.safetensors")))
+    old = load_file(str(convert_weights.torchscript_path().with_name("silero_vad_16k.safetensors")))
     new = load_file(str(convert_weights.WEIGHTS_PATH))
     shared = [k for k in old if any(k.endswith(n.split(".", 1)[1]) for n in new)]
-    differing = [k for k in old if not any(
-        v.shape == old[k].shape and np.array_equal(v, old[k]) for v in new.values())]
+    differing = [
+        k
+        for k in old
+        if not any(v.shape == old[k].shape and np.array_equal(v, old[k]) for v in new.values())
+    ]
     assert shared or differing
     assert differing, "the shipped safetensors unexpectedly equals the TorchScript weights"
 

@@ -18,17 +18,28 @@ def test_gate_passes_every_claim_on_every_case(spec):
     from paritygate.gate import run_gate
 
     result = run_gate(spec)
-    assert result.passed, [f.describe() for v in result.verdicts for f in v.failures] + result.errors
+    assert result.passed, [
+        f.describe() for v in result.verdicts for f in v.failures
+    ] + result.errors
     assert result.exit_code == 0 and not result.drift and not result.errors
     claims = {v.claim_id for v in result.verdicts}
-    assert {"probability-max-abs", "probability-cosine", "onnx-probability-max-abs",
-            "onnx-probability-cosine", "segment-edges", "timestamps-exact", "onnx-timestamps-exact",
-            "postprocessor-exact"} <= claims
+    assert {
+        "probability-max-abs",
+        "probability-cosine",
+        "onnx-probability-max-abs",
+        "onnx-probability-cosine",
+        "segment-edges",
+        "timestamps-exact",
+        "onnx-timestamps-exact",
+        "postprocessor-exact",
+    } <= claims
     assert any(c.startswith("cross-adapter") for c in claims)
     # The 8 canonical cases and the 12 further recordings the bounds were calibrated on.
     assert len(spec.cases) == 20
-    for claim_id, candidate in (("probability-max-abs", "mlx"),
-                                ("onnx-probability-max-abs", "onnxruntime")):
+    for claim_id, candidate in (
+        ("probability-max-abs", "mlx"),
+        ("onnx-probability-max-abs", "onnxruntime"),
+    ):
         per_case = [v for v in result.verdicts if v.claim_id == claim_id]
         assert {v.candidate for v in per_case} == {candidate}
         assert [v.case for v in per_case] == list(spec.cases)
@@ -58,8 +69,9 @@ def test_every_claim_is_calibrated_on_the_spec_cases_with_its_basis(spec):
 def copy_example(spec, target):
     import shutil
 
-    shutil.copytree(spec.root, target, ignore=shutil.ignore_patterns("parity-reports", "tests",
-                                                                     "__pycache__"))
+    shutil.copytree(
+        spec.root, target, ignore=shutil.ignore_patterns("parity-reports", "tests", "__pycache__")
+    )
     return target
 
 
@@ -71,8 +83,9 @@ def test_gate_fails_a_planted_context_bug_naming_claim_case_and_excess(spec, tmp
     text = (example / "parity.toml").read_text()
     faithful = 'callable = "runners:mlx_outputs"'
     assert faithful in text
-    (example / "parity.toml").write_text(text.replace(
-        faithful, 'factory = "runners:mlx_runner"\noptions = { context_lag = 2 }'))
+    (example / "parity.toml").write_text(
+        text.replace(faithful, 'factory = "runners:mlx_runner"\noptions = { context_lag = 2 }')
+    )
     result = run_gate(load_spec(example / "parity.toml"), cases=["short_pauses", "silence"])
     assert not result.passed and result.exit_code == 1
     failing = {(v.claim_id, v.candidate, v.case) for v in result.verdicts if not v.passed}
@@ -80,18 +93,24 @@ def test_gate_fails_a_planted_context_bug_naming_claim_case_and_excess(spec, tmp
     assert ("segment-edges", "mlx", "short_pauses") in failing
     assert ("timestamps-exact", "mlx", "short_pauses") in failing
     # The CLI adapter still runs the faithful port: the two entry points disagree.
-    assert any(c.startswith("cross-adapter") and case == "short_pauses"
-               for c, _, case in failing)
+    assert any(c.startswith("cross-adapter") and case == "short_pauses" for c, _, case in failing)
     # ONNX Runtime and the post-processor are untouched; silence carries no context signal.
     assert not any(cand in ("onnxruntime", "postprocessor") for _, cand, _ in failing)
-    assert not any(case == "silence" and not c.startswith("cross-adapter")
-                   for c, _, case in failing)
-    (verdict,) = [v for v in result.verdicts if not v.passed and v.case == "short_pauses"
-                  and v.claim_id == "probability-max-abs"]
+    assert not any(
+        case == "silence" and not c.startswith("cross-adapter") for c, _, case in failing
+    )
+    (verdict,) = [
+        v
+        for v in result.verdicts
+        if not v.passed and v.case == "short_pauses" and v.claim_id == "probability-max-abs"
+    ]
     assert verdict.observed > verdict.bound
     assert verdict.excess == pytest.approx(verdict.observed - verdict.bound)
-    edge = next(v for v in result.verdicts if not v.passed and v.case == "short_pauses"
-                and v.claim_id == "segment-edges")
+    edge = next(
+        v
+        for v in result.verdicts
+        if not v.passed and v.case == "short_pauses" and v.claim_id == "segment-edges"
+    )
     assert any("element segments/" in f.where and "chunks" in f.detail for f in edge.failures)
 
 
@@ -129,8 +148,13 @@ def test_stored_gate_runs_without_torch(example_on_path):
         "print(json.dumps({'passed': result.passed, 'errors': result.errors,\n"
         "                  'verdicts': len(result.verdicts), 'torch': 'torch' in sys.modules}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", "import json\n" + script], cwd=example_on_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import json\n" + script],
+        cwd=example_on_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"passed": True, "errors": [], "verdicts": 10, "torch": False}
@@ -141,8 +165,18 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
 
     from paritygate.cli import main
 
-    assert main(["claims", "check", str(example_on_path / "README.md"), "--spec",
-                 str(example_on_path / "parity.toml")]) == 0
+    assert (
+        main(
+            [
+                "claims",
+                "check",
+                str(example_on_path / "README.md"),
+                "--spec",
+                str(example_on_path / "parity.toml"),
+            ]
+        )
+        == 0
+    )
     # A README publishing a tighter number than the gate enforces (the gate is looser) fails.
     copy = tmp_path / "example"
     copy.mkdir()
@@ -152,10 +186,15 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
         shutil.copytree(example_on_path / folder, copy / folder)
     text = (copy / "README.md").read_text()
     assert "≤ 1.9e-5 <!-- claim: probability-max-abs -->" in text
-    (copy / "README.md").write_text(text.replace("≤ 1.9e-5 <!-- claim: probability-max-abs -->",
-                                                 "≤ 1e-5 <!-- claim: probability-max-abs -->"))
-    assert main(["claims", "check", str(copy / "README.md"), "--spec",
-                 str(copy / "parity.toml")]) == 1
+    (copy / "README.md").write_text(
+        text.replace(
+            "≤ 1.9e-5 <!-- claim: probability-max-abs -->",
+            "≤ 1e-5 <!-- claim: probability-max-abs -->",
+        )
+    )
+    assert (
+        main(["claims", "check", str(copy / "README.md"), "--spec", str(copy / "parity.toml")]) == 1
+    )
 
 
 def test_paired_mode_runs_the_reference_live(spec, tmp_path):
@@ -171,7 +210,12 @@ def test_paired_mode_runs_the_reference_live(spec, tmp_path):
     assert {c.mode for c in paired_spec.claims.values()} == {"paired"}
     cases = ["noisy_near_threshold", "clean_speech_8k", "speech_32k"]
     result = run_gate(paired_spec, cases=cases)
-    assert result.passed, [f.describe() for v in result.verdicts for f in v.failures] + result.errors
-    live = [v for v in result.verdicts
-            if v.claim_id in ("probability-max-abs", "onnx-probability-max-abs")]
+    assert result.passed, [
+        f.describe() for v in result.verdicts for f in v.failures
+    ] + result.errors
+    live = [
+        v
+        for v in result.verdicts
+        if v.claim_id in ("probability-max-abs", "onnx-probability-max-abs")
+    ]
     assert len(live) == 2 * len(cases) and all(0 < v.observed <= v.bound for v in live)

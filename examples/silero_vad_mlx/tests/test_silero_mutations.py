@@ -18,9 +18,11 @@ MUTATIONS = {
 
 @pytest.fixture(scope="module")
 def bounds(vad_gate):
-    return {"max_abs": vad_gate.claim_bound("probability-max-abs"),
-            "min_cosine": vad_gate.claim_bound("probability-cosine"),
-            "edges": int(vad_gate.claim_bound("segment-edges"))}
+    return {
+        "max_abs": vad_gate.claim_bound("probability-max-abs"),
+        "min_cosine": vad_gate.claim_bound("probability-cosine"),
+        "edges": int(vad_gate.claim_bound("segment-edges")),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -29,16 +31,20 @@ def by_name(cases):
 
 
 @pytest.mark.parametrize("name", ["faithful", *MUTATIONS])
-def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx, vad_gate,
-                                                 bounds):
+def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx, vad_gate, bounds):
     from paritygate.reports.text import format_comparison
 
     kwargs, case_name = MUTATIONS.get(name, ({}, "clean_speech"))
     variant = vad_mlx.PortVariant(**kwargs)
     case = by_name[case_name]
     probs = runners.mlx_probabilities(case.samples, case.rate, variant)
-    comparison = vad_gate.check_probabilities(probs, case.reference, max_abs=bounds["max_abs"],
-                                              min_cosine=bounds["min_cosine"], case=case.name)
+    comparison = vad_gate.check_probabilities(
+        probs,
+        case.reference,
+        max_abs=bounds["max_abs"],
+        min_cosine=bounds["min_cosine"],
+        case=case.name,
+    )
     if name == "faithful":
         assert variant.is_faithful
         assert comparison, format_comparison(comparison)
@@ -62,12 +68,16 @@ def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, 
         failing = []
         for case in cases:
             probs = runners.mlx_probabilities(case.samples, case.rate, variant)
-            prob_ok = vad_gate.check_probabilities(probs, case.reference,
-                                                   max_abs=bounds["max_abs"],
-                                                   min_cosine=bounds["min_cosine"],
-                                                   case=case.name)
-            edges_ok = vad_gate.check_segments(probs, case.reference, case,
-                                               max_edge_delta=bounds["edges"])
+            prob_ok = vad_gate.check_probabilities(
+                probs,
+                case.reference,
+                max_abs=bounds["max_abs"],
+                min_cosine=bounds["min_cosine"],
+                case=case.name,
+            )
+            edges_ok = vad_gate.check_segments(
+                probs, case.reference, case, max_edge_delta=bounds["edges"]
+            )
             if not (prob_ok and edges_ok):
                 failing.append(case.name)
         if name == "faithful":
@@ -76,13 +86,16 @@ def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, 
             assert failing, f"{name} passed every claim on every case"
 
 
-@pytest.mark.parametrize("name, kwargs, case_name, metric", [
-    ("context-two-chunks-back", {"context_lag": 2}, "noisy_near_threshold", "missing_segment"),
-    ("stft-zero-padding", {"stft_zero_padding": True}, "clean_speech_8k", "edge_delta_chunks"),
-])
-def test_segment_edge_claim_reports_moved_or_missing_segments(name, kwargs, case_name, metric,
-                                                              by_name, runners, vad_mlx,
-                                                              vad_gate, bounds):
+@pytest.mark.parametrize(
+    "name, kwargs, case_name, metric",
+    [
+        ("context-two-chunks-back", {"context_lag": 2}, "noisy_near_threshold", "missing_segment"),
+        ("stft-zero-padding", {"stft_zero_padding": True}, "clean_speech_8k", "edge_delta_chunks"),
+    ],
+)
+def test_segment_edge_claim_reports_moved_or_missing_segments(
+    name, kwargs, case_name, metric, by_name, runners, vad_mlx, vad_gate, bounds
+):
     case = by_name[case_name]
     probs = runners.mlx_probabilities(case.samples, case.rate, vad_mlx.PortVariant(**kwargs))
     check = vad_gate.check_segments(probs, case.reference, case, max_edge_delta=bounds["edges"])
@@ -95,23 +108,31 @@ def test_segment_edge_claim_reports_moved_or_missing_segments(name, kwargs, case
     else:
         assert "reference margin" in text and "bound 0" in text
     # The faithful port keeps every edge on the same chunk; margins are reported per edge.
-    good = vad_gate.check_segments(runners.mlx_probabilities(case.samples, case.rate),
-                                   case.reference, case, max_edge_delta=bounds["edges"])
+    good = vad_gate.check_segments(
+        runners.mlx_probabilities(case.samples, case.rate),
+        case.reference,
+        case,
+        max_edge_delta=bounds["edges"],
+    )
     assert good, good.describe()
     assert good.observed_max_delta == 0
     assert good.smallest_margin is not None and good.smallest_margin > 0
 
 
-def test_state_in_float16_is_caught_only_by_the_tight_bound(by_name, runners, vad_mlx, vad_gate,
-                                                            bounds):
+def test_state_in_float16_is_caught_only_by_the_tight_bound(
+    by_name, runners, vad_mlx, vad_gate, bounds
+):
     # Why the bound is 2e-5 and not, say, the 1e-3 a hand-picked tolerance might be: the
     # float16 state moves probabilities by ~1e-4 on this case, between the two.
     case = by_name["speech_32k"]
-    probs = runners.mlx_probabilities(case.samples, case.rate,
-                                      vad_mlx.PortVariant(state_dtype="float16"))
-    loose = vad_gate.check_probabilities(probs, case.reference, max_abs=1e-3, min_cosine=None,
-                                         case=case.name)
-    tight = vad_gate.check_probabilities(probs, case.reference, max_abs=bounds["max_abs"],
-                                         min_cosine=None, case=case.name)
+    probs = runners.mlx_probabilities(
+        case.samples, case.rate, vad_mlx.PortVariant(state_dtype="float16")
+    )
+    loose = vad_gate.check_probabilities(
+        probs, case.reference, max_abs=1e-3, min_cosine=None, case=case.name
+    )
+    tight = vad_gate.check_probabilities(
+        probs, case.reference, max_abs=bounds["max_abs"], min_cosine=None, case=case.name
+    )
     assert loose and not tight
     assert np.isfinite(tight["probabilities"].max_abs)

@@ -9,9 +9,11 @@ import pytest
 
 @pytest.fixture(scope="module")
 def bounds(vad_gate):
-    return {"max_abs": vad_gate.claim_bound("probability-max-abs"),
-            "min_cosine": vad_gate.claim_bound("probability-cosine"),
-            "edges": int(vad_gate.claim_bound("segment-edges"))}
+    return {
+        "max_abs": vad_gate.claim_bound("probability-max-abs"),
+        "min_cosine": vad_gate.claim_bound("probability-cosine"),
+        "edges": int(vad_gate.claim_bound("segment-edges")),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -25,26 +27,35 @@ def test_live_reference_matches_the_stored_one(cases, live_reference, vad_gate, 
     # bit for bit; another CPU may round torch's kernels differently, which must stay far inside
     # the probability claim (otherwise re-record deliberately).
     for case in cases:
-        comparison = vad_gate.check_probabilities(live_reference[case.name], case.reference,
-                                                  max_abs=bounds["max_abs"] / 10,
-                                                  min_cosine=None, case=case.name)
+        comparison = vad_gate.check_probabilities(
+            live_reference[case.name],
+            case.reference,
+            max_abs=bounds["max_abs"] / 10,
+            min_cosine=None,
+            case=case.name,
+        )
         assert comparison, f"{case.name}: stored reference is stale\n{comparison}"
 
 
 @pytest.mark.parametrize("candidate", ["mlx", "onnxruntime"])
-def test_candidate_meets_the_probability_and_edge_claims(candidate, cases, live_reference,
-                                                         runners, vad_gate, bounds):
+def test_candidate_meets_the_probability_and_edge_claims(
+    candidate, cases, live_reference, runners, vad_gate, bounds
+):
     run = runners.mlx_probabilities if candidate == "mlx" else runners.onnx_probabilities
     if candidate == "onnxruntime":  # its own calibrated claims
-        bounds = {**bounds, "max_abs": vad_gate.claim_bound("onnx-probability-max-abs"),
-                  "min_cosine": vad_gate.claim_bound("onnx-probability-cosine")}
+        bounds = {
+            **bounds,
+            "max_abs": vad_gate.claim_bound("onnx-probability-max-abs"),
+            "min_cosine": vad_gate.claim_bound("onnx-probability-cosine"),
+        }
     observed = []
     for case in cases:
         probs = run(case.samples, case.rate)
         ref = live_reference[case.name]
         assert probs.shape == ref.shape, case.name
-        comparison = vad_gate.check_probabilities(probs, ref, max_abs=bounds["max_abs"],
-                                                  min_cosine=bounds["min_cosine"], case=case.name)
+        comparison = vad_gate.check_probabilities(
+            probs, ref, max_abs=bounds["max_abs"], min_cosine=bounds["min_cosine"], case=case.name
+        )
         assert comparison, comparison
         observed.append(comparison["probabilities"].max_abs)
         edges = vad_gate.check_segments(probs, ref, case, max_edge_delta=bounds["edges"])
@@ -66,15 +77,15 @@ def test_streaming_api_equals_whole_waveform(cases, vad_mlx):
     port.reset_states()
     padded = np.zeros(whole.size * 512, dtype=np.float32)
     padded[: case.samples.size] = case.samples
-    streamed = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)],
-                        dtype=np.float32)
+    streamed = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)], dtype=np.float32)
     np.testing.assert_array_equal(streamed, whole)
     # The stream keeps state: a second pass without reset differs, after reset it repeats.
     again = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)[:5]])
     assert not np.array_equal(again, whole[:5])
     port.reset_states()
-    again = np.array([port(chunk, 16000) for chunk in padded.reshape(-1, 512)[:5]],
-                     dtype=np.float32)
+    again = np.array(
+        [port(chunk, 16000) for chunk in padded.reshape(-1, 512)[:5]], dtype=np.float32
+    )
     np.testing.assert_array_equal(again, whole[:5])
 
 
@@ -93,13 +104,14 @@ def test_reference_keeps_state_between_calls_too(runners):
     model.reset_states()
 
 
-def test_unsupported_rate_is_rejected_with_the_supported_rates_named(vad_mlx, runners,
-                                                                      make_cases):
+def test_unsupported_rate_is_rejected_with_the_supported_rates_named(vad_mlx, runners, make_cases):
     rate, samples = runners.read_wav(make_cases.CASES_DIR / "unsupported_rate_22050.wav")
     assert rate == 22050
-    with pytest.raises(vad_mlx.UnsupportedSampleRate,
-                       match=r"unsupported sample rate 22050 Hz: supported rates are 8000 and "
-                             r"16000 Hz, or a multiple of 16000"):
+    with pytest.raises(
+        vad_mlx.UnsupportedSampleRate,
+        match=r"unsupported sample rate 22050 Hz: supported rates are 8000 and "
+        r"16000 Hz, or a multiple of 16000",
+    ):
         vad_mlx.load().probabilities(samples, rate)
     # The reference rejects it as well.
     import torch

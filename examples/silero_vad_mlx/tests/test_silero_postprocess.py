@@ -30,8 +30,9 @@ def reference_timestamps(probs, sampling_rate, audio_length, **options):
     import torch
 
     stub = StubModel(probs)
-    out = silero_vad.get_speech_timestamps(torch.zeros(audio_length), stub,
-                                           sampling_rate=sampling_rate, **options)
+    out = silero_vad.get_speech_timestamps(
+        torch.zeros(audio_length), stub, sampling_rate=sampling_rate, **options
+    )
     assert stub.calls == len(probs)  # the stub was asked for exactly one value per chunk
     return out
 
@@ -41,8 +42,11 @@ OPTION_GRID = [
     {"threshold": 0.3, "min_speech_duration_ms": 0, "speech_pad_ms": 0},
     {"threshold": 0.7, "neg_threshold": 0.6, "min_silence_duration_ms": 300},
     {"max_speech_duration_s": 1.0, "speech_pad_ms": 100},
-    {"max_speech_duration_s": 1.5, "use_max_poss_sil_at_max_speech": False,
-     "min_silence_duration_ms": 50},
+    {
+        "max_speech_duration_s": 1.5,
+        "use_max_poss_sil_at_max_speech": False,
+        "min_silence_duration_ms": 50,
+    },
     {"return_seconds": True, "time_resolution": 2},
 ]
 
@@ -62,15 +66,17 @@ def test_equals_reference_on_random_sequences(options, postprocess):
         probs = random_probabilities(rng, n)
         audio_length = n * window - int(rng.integers(0, window))
         expected = reference_timestamps(probs, rate, audio_length, **options)
-        actual = postprocess.get_speech_timestamps(probs, sampling_rate=rate,
-                                                   audio_length_samples=audio_length, **options)
+        actual = postprocess.get_speech_timestamps(
+            probs, sampling_rate=rate, audio_length_samples=audio_length, **options
+        )
         assert actual == expected, (trial, rate, options)
 
 
 def test_equals_reference_on_values_at_the_thresholds(postprocess):
     # Probabilities exactly at threshold / neg_threshold decide ">=" versus ">" and "<".
-    probs = np.array([0.5, 0.5, 0.35, 0.34999, 0.5, 0.2, 0.2, 0.2, 0.2, 0.2, 0.5] * 8,
-                     dtype=np.float32)
+    probs = np.array(
+        [0.5, 0.5, 0.35, 0.34999, 0.5, 0.2, 0.2, 0.2, 0.2, 0.2, 0.5] * 8, dtype=np.float32
+    )
     options = {"min_speech_duration_ms": 0, "min_silence_duration_ms": 64}
     expected = reference_timestamps(probs, 16000, probs.size * 512, **options)
     assert expected  # the sequence produces segments

@@ -15,8 +15,17 @@ import numpy as np
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1]
-MODULES = ("common", "model", "torch_twin", "teacache", "gate_runners", "make_cases",
-           "fit_rescale", "train", "calibrate_claims")
+MODULES = (
+    "common",
+    "model",
+    "torch_twin",
+    "teacache",
+    "gate_runners",
+    "make_cases",
+    "fit_rescale",
+    "train",
+    "calibrate_claims",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

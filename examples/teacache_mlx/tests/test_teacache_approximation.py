@@ -22,11 +22,18 @@ def proxy_cached(runners, cases):
 
 
 def _ssim(actual, expected, claim):
-    return compare_images(actual["image"], expected["image"], data_range=claim.params["data_range"],
-                          min_ssim=claim.bound, path="image")
+    return compare_images(
+        actual["image"],
+        expected["image"],
+        data_range=claim.params["data_range"],
+        min_ssim=claim.bound,
+        path="image",
+    )
 
 
-def test_cache_keeps_the_ssim_floor_and_skips_within_the_band(proxy_cached, vanilla_outputs, claim, cases):
+def test_cache_keeps_the_ssim_floor_and_skips_within_the_band(
+    proxy_cached, vanilla_outputs, claim, cases
+):
     skips = []
     for case in cases:
         out = proxy_cached[case.name]
@@ -56,7 +63,9 @@ def test_a_cache_that_never_skips_fails_the_band_but_not_the_floor(vanilla_outpu
     assert _ssim(out, vanilla_outputs[case.name], claim)  # perfect quality: SSIM alone passes it
     failure = check_activity(out, claim.activity)
     assert failure is not None and failure.metric == "activity:skipped_steps"
-    assert "skipped_steps = 0" in failure.detail and "the optimization did nothing" in failure.detail
+    assert (
+        "skipped_steps = 0" in failure.detail and "the optimization did nothing" in failure.detail
+    )
 
 
 @pytest.mark.parametrize("bug", ["residual_dropped_case", "stale_residual_case"])

@@ -38,8 +38,13 @@ def test_case_files_hold_the_noise_their_seed_draws(example_on_path, cases):
 
 def test_verify_passes_then_reports_tampered_weights_as_drift(example_on_path, tmp_path):
     project = tmp_path / "teacache_mlx"
-    shutil.copytree(example_on_path, project, ignore=shutil.ignore_patterns(
-        "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"))
+    shutil.copytree(
+        example_on_path,
+        project,
+        ignore=shutil.ignore_patterns(
+            "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"
+        ),
+    )
     spec = load_spec(project / "parity.toml")
     assert verify(spec, runners=["vanilla"]).passed
 
@@ -54,8 +59,13 @@ def test_verify_passes_then_reports_tampered_weights_as_drift(example_on_path, t
 
 def test_verify_reports_a_changed_case_input_as_drift(example_on_path, tmp_path):
     project = tmp_path / "teacache_mlx"
-    shutil.copytree(example_on_path, project, ignore=shutil.ignore_patterns(
-        "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"))
+    shutil.copytree(
+        example_on_path,
+        project,
+        ignore=shutil.ignore_patterns(
+            "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"
+        ),
+    )
     case_file = project / "cases" / "seed3-digit3.npz"
     with np.load(case_file, allow_pickle=False) as npz:
         noise, label = npz["noise"].copy(), npz["label"]

@@ -12,8 +12,11 @@ from paritygate.gate import current_hardware, run_gate
 def test_gate_evaluates_and_holds_every_claim(spec):
     """Two cases keep the run short; the full run is ``paritygate gate parity.toml``."""
     result = run_gate(spec, cases=["seed0-digit0", "seed7-digit7"])
-    failures = [(v.claim_id, v.candidate, v.case, [f.describe() for f in v.failures])
-                for v in result.verdicts if not v.passed]
+    failures = [
+        (v.claim_id, v.candidate, v.case, [f.describe() for f in v.failures])
+        for v in result.verdicts
+        if not v.passed
+    ]
     assert result.passed, (failures, result.errors, result.drift)
     # Claims calibrated for another hardware class are listed, by name, as not evaluated.
     here = set(current_hardware(spec))
@@ -55,6 +58,8 @@ def test_a_readme_promising_more_than_the_gate_enforces_fails(example_on_path, t
     tighter = line.replace("2.9e-06", "1e-06", 1)
     assert tighter != line
     (project / "README.md").write_text(text.replace(line, tighter))
-    code = main(["claims", "check", str(project / "README.md"), "--spec", str(project / "parity.toml")])
+    code = main(
+        ["claims", "check", str(project / "README.md"), "--spec", str(project / "parity.toml")]
+    )
     assert code == 1
     assert "twin-max-abs" in capsys.readouterr().out

@@ -32,7 +32,9 @@ def test_mlx_cpu_is_bit_exact_across_batch_size_and_compile(runners, inputs):
     model = runners.shared_model()
     x, t, y = inputs
     batched = np.array(model(x, t, y))
-    singles = np.concatenate([np.array(model(x[i:i + 1], t[i:i + 1], y[i:i + 1])) for i in range(4)])
+    singles = np.concatenate(
+        [np.array(model(x[i : i + 1], t[i : i + 1], y[i : i + 1])) for i in range(4)]
+    )
     compiled = np.array(mx.compile(lambda a, b, c: model(a, b, c))(x, t, y))
     assert np.array_equal(batched, singles)
     assert np.array_equal(batched, compiled)

@@ -46,7 +46,9 @@ def test_threshold_zero_is_byte_equal_in_both_orders_with_zero_skips(
     baseline, candidate, caches = _noop_pair(teacache, pipeline, variant, batch)
     # No reset hook: nothing carries over legitimately between runs (the noise comes with the
     # case), and a reset must never undo what the candidate leaked.
-    result = paritygate_paired(baseline, candidate, reset=None, tolerance=None, label=f"{variant} no-op")
+    result = paritygate_paired(
+        baseline, candidate, reset=None, tolerance=None, label=f"{variant} no-op"
+    )
     assert result.exact and result.orders == ["forward", "reversed"]
     assert result.run_counts == {"baseline": 3, "candidate": 3}
     assert [c.skips_per_run for c in caches] == [[0], [0], [0]]

@@ -31,8 +31,12 @@ def twin_calibration(run_pair, cases, runners, example_on_path):
         metric="max_abs",
         mutations=DEFAULT_MUTATIONS,
         model_mutations={
-            "twin-block3-scaled-1.01": lambda c: {"sample": mutations.torch_block_scaled_case(c)["sample"]},
-            "twin-block3-zeroed": lambda c: {"sample": mutations.torch_block_zeroed_case(c)["sample"]},
+            "twin-block3-scaled-1.01": lambda c: {
+                "sample": mutations.torch_block_scaled_case(c)["sample"]
+            },
+            "twin-block3-zeroed": lambda c: {
+                "sample": mutations.torch_block_zeroed_case(c)["sample"]
+            },
         },
         margin_for={"another x86-64 CPU or BLAS build": 4.0},
         claim_id="twin-max-abs",
@@ -76,7 +80,9 @@ def test_mlx_model_mutation_is_caught_by_the_calibrated_bound(
     claim = spec.claims["twin-max-abs"]
     model = runners.shared_model()
     for case in cases[:2]:
-        clean = evaluate_claim(claim, "torch-twin", case.name, twin_outputs[case.name], runners.vanilla(case))
+        clean = evaluate_claim(
+            claim, "torch-twin", case.name, twin_outputs[case.name], runners.vanilla(case)
+        )
         assert clean.passed, clean.failures
         restore = model_mod.mutate_block(model, 3, factor)
         try:
@@ -86,6 +92,9 @@ def test_mlx_model_mutation_is_caught_by_the_calibrated_bound(
         verdict = evaluate_claim(claim, "torch-twin", case.name, twin_outputs[case.name], mutated)
         assert not verdict.passed and verdict.observed > claim.bound
         assert any(f.metric == "max_abs" for f in verdict.failures)
-        comparison = compare(twin_outputs[case.name]["sample"], mutated["sample"],
-                             tolerance=Tolerance(atol=claim.bound))
+        comparison = compare(
+            twin_outputs[case.name]["sample"],
+            mutated["sample"],
+            tolerance=Tolerance(atol=claim.bound),
+        )
         assert not comparison and np.isfinite(comparison.outputs[0].max_abs)

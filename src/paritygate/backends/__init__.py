@@ -35,8 +35,8 @@ class Backend(Protocol):
         ...
 
     def compare_arrays(
-        self, actual: Any, expected: Any, tolerance: "Tolerance", path: str
-    ) -> "OutputComparison": ...
+        self, actual: Any, expected: Any, tolerance: Tolerance, path: str
+    ) -> OutputComparison: ...
 
     def to_numpy(self, obj: Any) -> Any:
         """Copy to a numpy array (used only for small arrays and worst-k elements)."""

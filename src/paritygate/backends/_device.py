@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import InputError
 from ..metrics import RawStats, dtype_kind, finish, promote
@@ -166,7 +167,9 @@ def split_stats(host: Any, k: int) -> tuple[Any, Any, Any, Any]:
     return host[:n], rest[:k], rest[k : 2 * k], rest[2 * k : 3 * k]
 
 
-def finish_plan(stats: RawStats, p: Any, tolerance: Tolerance, path: str, backend: str) -> OutputComparison:
+def finish_plan(
+    stats: RawStats, p: Any, tolerance: Tolerance, path: str, backend: str
+) -> OutputComparison:
     """The output's result from its statistics and the shape/dtype facts of its plan ``p`` (a
     :class:`Plan` or the host kernel's pair, which carries the same facts)."""
     return finish(
@@ -234,8 +237,8 @@ def raw_stats(
         expected_inf=int(s["expected_inf"]),
         inf_mismatch=int(s["inf_mismatch"]),
     )
-    nonfinite_mismatches = nf.nan_one_side + nf.inf_mismatch + (
-        0 if tolerance.equal_nan else nf.nan_both
+    nonfinite_mismatches = (
+        nf.nan_one_side + nf.inf_mismatch + (0 if tolerance.equal_nan else nf.nan_both)
     )
     mismatches = int(s["mismatch_finite"]) + nonfinite_mismatches
     max_excess, atol_needed, rtol_needed = s["max_excess"], s["atol_needed"], s["rtol_needed"]
@@ -261,9 +264,7 @@ def raw_stats(
         rtol_needed=rtol_needed,
         nonfinite=nf,
     )
-    stats_out.worst = worst_elements(
-        p, worst_flat, worst_actual, worst_expected, tolerance
-    )
+    stats_out.worst = worst_elements(p, worst_flat, worst_actual, worst_expected, tolerance)
     return stats_out
 
 

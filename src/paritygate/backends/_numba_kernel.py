@@ -66,13 +66,26 @@ def _build() -> Any:
     from .numpy import _F, _I
 
     F_MAX_ABS, F_SUM_ABS, F_MAX_REL, F_MAX_REL_SYM = (
-        _F["max_abs"], _F["sum_abs"], _F["max_rel"], _F["max_rel_symmetric"]
+        _F["max_abs"],
+        _F["sum_abs"],
+        _F["max_rel"],
+        _F["max_rel_symmetric"],
     )
     F_DOT, F_NA, F_NE = _F["dot"], _F["norm_actual_sq"], _F["norm_expected_sq"]
-    F_MAX_EXCESS, F_ATOL, F_RTOL, F_KEY = _F["max_excess"], _F["atol_needed"], _F["rtol_needed"], _F["key"]
+    F_MAX_EXCESS, F_ATOL, F_RTOL, F_KEY = (
+        _F["max_excess"],
+        _F["atol_needed"],
+        _F["rtol_needed"],
+        _F["key"],
+    )
     I_FINITE, I_MIS = _I["n_finite"], _I["mismatches"]
     I_ULP_MAX, I_ULP_NZ, I_ULP_OVER = _I["ulp_max"], _I["ulp_nonzero"], _I["ulp_over"]
-    I_ANAN, I_ENAN, I_NANB, I_NAN1 = _I["actual_nan"], _I["expected_nan"], _I["nan_both"], _I["nan_one_side"]
+    I_ANAN, I_ENAN, I_NANB, I_NAN1 = (
+        _I["actual_nan"],
+        _I["expected_nan"],
+        _I["nan_both"],
+        _I["nan_one_side"],
+    )
     I_AINF, I_EINF, I_INFM = _I["actual_inf"], _I["expected_inf"], _I["inf_mismatch"]
 
     # Sums of one sub-block: reassociation lets LLVM vectorize them (they are sums, so only
@@ -100,7 +113,9 @@ def _build() -> Any:
     # exact in any order, so the reductions may be reordered; nothing in the buffers is NaN.
     # (Worth it because almost every element of such a sub-block takes the exact path anyway.)
     @njit(cache=True, nogil=True, error_model="numpy")
-    def dense_map(sa, se, atol, rtol, rel_eps, d_buf, ex_buf, key_buf, na_buf, rr_buf, rs_buf, rn_buf):
+    def dense_map(
+        sa, se, atol, rtol, rel_eps, d_buf, ex_buf, key_buf, na_buf, rr_buf, rs_buf, rn_buf
+    ):
         for i in range(sa.size):
             x = np.float64(sa[i])
             y = np.float64(se[i])
@@ -172,12 +187,35 @@ def _build() -> Any:
     # the pickled closure, and a dispatcher pickles differently in every process, so a closure
     # would miss the cache and recompile the kernel (seconds) in every new process.
     globals().update(
-        _nb_sums=sums, _nb_dense_map=dense_map, _nb_dense_ulp=dense_ulp,
-        _nb_fmax=fmax, _nb_umax=umax, _nb_count_positive=count_positive,
+        _nb_sums=sums,
+        _nb_dense_map=dense_map,
+        _nb_dense_ulp=dense_ulp,
+        _nb_fmax=fmax,
+        _nb_umax=umax,
+        _nb_count_positive=count_positive,
     )
 
     @njit(cache=True, nogil=True, error_model="numpy")
-    def kernel(a, e, ua, ue, block, sub, first, last, mode, atol, rtol, rel_eps, equal_nan, use_ulp, magnitude, max_ulp, fout, iout):
+    def kernel(
+        a,
+        e,
+        ua,
+        ue,
+        block,
+        sub,
+        first,
+        last,
+        mode,
+        atol,
+        rtol,
+        rel_eps,
+        equal_nan,
+        use_ulp,
+        magnitude,
+        max_ulp,
+        fout,
+        iout,
+    ):
         # Blocks [first, last). mode: 0 float, 1 signed integers, 2 unsigned integers, 3 bool
         n = a.size
         low = -magnitude - 1  # INT_MIN of the ULP integer width
@@ -235,7 +273,20 @@ def _build() -> Any:
                     sue = ue
                 m = sa.size
                 if mode == 0 and not checked and s_differ * 4 >= m:
-                    _nb_dense_map(sa, se, atol, rtol, rel_eps, d_buf, ex_buf, key_buf, na_buf, rr_buf, rs_buf, rn_buf)
+                    _nb_dense_map(
+                        sa,
+                        se,
+                        atol,
+                        rtol,
+                        rel_eps,
+                        d_buf,
+                        ex_buf,
+                        key_buf,
+                        na_buf,
+                        rr_buf,
+                        rs_buf,
+                        rn_buf,
+                    )
                     max_abs = _nb_fmax(d_buf, m, max_abs)
                     key = _nb_fmax(key_buf, m, key)
                     needed_a = _nb_fmax(na_buf, m, needed_a)

@@ -130,7 +130,9 @@ def _kernel() -> Any:
             v_slackf = tl.maximum(v_slackf, tl.where(fin & mask, slack, -inf))
             num = tl.maximum(diff - atol_c, 0.0)
             safe_e = tl.where(abs_e > 0, abs_e, 1.0)
-            v_rtol = tl.maximum(v_rtol, tl.where(abs_e > 0, num / safe_e, tl.where(num > 0, inf, 0.0)))
+            v_rtol = tl.maximum(
+                v_rtol, tl.where(abs_e > 0, num / safe_e, tl.where(num > 0, inf, 0.0))
+            )
             v_rank = tl.maximum(v_rank, tl.where(diff64 == 0, -inf, slack))
             v_fin += (fin & mask).to(tl.int32)
             v_mis += (slack > atol).to(tl.int32)
@@ -287,7 +289,9 @@ def reduce(actual: Any, expected: Any, p: Any, tol: Any, acc: Any, revisit: Any)
             m[7] if has_ulp else zero,
         ]
     )
-    counts = torch.cat([c[0:2], c[2:4] if has_ulp else torch.zeros(2, dtype=acc, device=actual.device), c[4:11]])
+    counts = torch.cat(
+        [c[0:2], c[2:4] if has_ulp else torch.zeros(2, dtype=acc, device=actual.device), c[4:11]]
+    )
     parts = [sums, maxes, counts]
     k = tol.worst_k
     kk = 0

@@ -181,20 +181,26 @@ def _step(
         rel = (diff / (abs_e + tol.rel_eps)).max()
         rel_sym = (diff / (jnp.maximum(jnp.abs(a), abs_e) + tol.rel_eps)).max()
         num = jnp.maximum(diff - tol.atol, 0)
-        rtol_need = jnp.where(abs_e > 0, num / jnp.where(abs_e > 0, abs_e, 1), jnp.where(num > 0, inf, 0))
+        rtol_need = jnp.where(
+            abs_e > 0, num / jnp.where(abs_e > 0, abs_e, 1), jnp.where(num > 0, inf, 0)
+        )
         sums = jnp.stack([psum(diff), psum(a * e), psum(a * a), psum(e * e)])
         rank = jnp.where(diff == 0, -inf, excess)
         if kind == "float":
             max_excess = jnp.where(nonfinite, -inf, excess).max()
             rank = jnp.where(nf_mismatch, inf, rank)
             n_finite = count(~nonfinite)
-            nf_counts = [count(m) for m in (nan_a, nan_e, nan_both, nan_one, inf_a, inf_e, inf_mismatch)]
+            nf_counts = [
+                count(m) for m in (nan_a, nan_e, nan_both, nan_one, inf_a, inf_e, inf_mismatch)
+            ]
         else:
             max_excess = excess.max()
             n_finite = jnp.asarray(size, count_t)
             nf_counts = [zero_c] * 7
         if ulp_dtype is not None and kind == "float":
-            ulp = _ulp_distance(_ordered(a_raw, ulp_dtype, x64), _ordered(e_raw, ulp_dtype, x64), x64)
+            ulp = _ulp_distance(
+                _ordered(a_raw, ulp_dtype, x64), _ordered(e_raw, ulp_dtype, x64), x64
+            )
             ulp = jnp.where(nonfinite, 0, ulp)
             ulp_max = ulp.max().astype(count_t)
             ulp_nonzero = count(ulp > 0)
@@ -211,9 +217,17 @@ def _step(
         counts = jnp.stack([n_finite, count(excess > 0), ulp_nonzero, ulp_over, *nf_counts])
         # Neumaier: the running sum and its compensation, elementwise over the four sums.
         t = total + sums
-        comp = comp + jnp.where(jnp.abs(total) >= jnp.abs(sums), (total - t) + sums, (sums - t) + total)
+        comp = comp + jnp.where(
+            jnp.abs(total) >= jnp.abs(sums), (total - t) + sums, (sums - t) + total
+        )
         # ulp_max rides in its own integer slot: float32 would round distances past 2**24.
-        carry_out = [t, comp, jnp.maximum(maxes_c, maxes), counts_c + counts, jnp.maximum(umax_c, ulp_max)]
+        carry_out = [
+            t,
+            comp,
+            jnp.maximum(maxes_c, maxes),
+            counts_c + counts,
+            jnp.maximum(umax_c, ulp_max),
+        ]
         if k:
             top_rank, top_idx = _chunk_top_k(rank, min(k, size))
             all_rank = jnp.concatenate([c_rank, top_rank])
@@ -293,7 +307,9 @@ class _Side:
         """The whole JAX array (the step slices it), or a numpy chunk moved to the device."""
         if self.array is not None:
             return self.array
-        part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        part = (
+            self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        )
         return _jax().device_put(part, self.device)
 
 
@@ -334,7 +350,9 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
                     side_a.array is not None,
                     side_e.array is not None,
                 )
-                carry = step(carry, side_a.chunk(start, stop), side_e.chunk(start, stop), _index(start))
+                carry = step(
+                    carry, side_a.chunk(start, stop), side_e.chunk(start, stop), _index(start)
+                )
                 if side_a.array is None or side_e.array is None:
                     # A numpy side: its chunk was copied for this step; wait before the next copy
                     # so that one chunk's copy lives at a time (two JAX arrays never wait here).
@@ -342,7 +360,9 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         total, comp, maxes, counts, umax, c_rank, c_idx, c_a, c_e = carry
         # The single wait of the comparison: everything queued above, one transfer of the result.
         got = jax.device_get((total + comp, maxes, counts, umax, c_rank, c_idx, c_a, c_e))
-        sums, maxes, counts, umax, c_rank, c_idx, c_a, c_e = (np.array(x, dtype=np.float64) for x in got)
+        sums, maxes, counts, umax, c_rank, c_idx, c_a, c_e = (
+            np.array(x, dtype=np.float64) for x in got
+        )
         maxes[MAX_STATS.index("ulp_max")] = umax
         live = c_rank > -np.inf
         kk = int(live.sum())

@@ -174,7 +174,9 @@ class _Side:
             if self.flat is None:
                 self.flat = self.mlx_array.reshape(-1)
             return self.flat[start:stop]
-        part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        part = (
+            self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        )
         if self.dtype == "bfloat16":
             return mx.array(part.view("uint16")).view(mx.bfloat16)
         # explicit dtype: mx.array would turn float64 into float32
@@ -256,16 +258,50 @@ def _candidate_values(x: Any) -> Any:
 
 
 # Layout of a chunk's float row and integer row.
-_FROW = ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq", "max_rel", "max_rel_symmetric",
-         "max_excess", "atol_needed", "rtol_needed", "max_abs_hi", "max_abs_lo")
-_IROW = ("n_finite", "mismatch_finite", "ulp_nonzero", "ulp_over", "actual_nan", "expected_nan",
-         "nan_both", "nan_one_side", "actual_inf", "expected_inf", "inf_mismatch", "ulp_max",
-         "max_abs_int")
+_FROW = (
+    "sum_abs",
+    "dot",
+    "norm_actual_sq",
+    "norm_expected_sq",
+    "max_rel",
+    "max_rel_symmetric",
+    "max_excess",
+    "atol_needed",
+    "rtol_needed",
+    "max_abs_hi",
+    "max_abs_lo",
+)
+_IROW = (
+    "n_finite",
+    "mismatch_finite",
+    "ulp_nonzero",
+    "ulp_over",
+    "actual_nan",
+    "expected_nan",
+    "nan_both",
+    "nan_one_side",
+    "actual_inf",
+    "expected_inf",
+    "inf_mismatch",
+    "ulp_max",
+    "max_abs_int",
+)
 
 
 @functools.lru_cache(maxsize=64)
-def _step(kind: str, unsigned: bool, ulp_dtype: str | None, two_sum: bool, acc_name: str,
-          atol: float, rtol: float, rel_eps: float, equal_nan: bool, max_ulp: int | None, k: int):
+def _step(
+    kind: str,
+    unsigned: bool,
+    ulp_dtype: str | None,
+    two_sum: bool,
+    acc_name: str,
+    atol: float,
+    rtol: float,
+    rel_eps: float,
+    equal_nan: bool,
+    max_ulp: int | None,
+    k: int,
+):
     """The compiled per-chunk step for one comparison setting (cached: compiled once per shape)."""
     mx = _mx()
     acc = getattr(mx, acc_name)
@@ -334,8 +370,15 @@ def _step(kind: str, unsigned: bool, ulp_dtype: str | None, two_sum: bool, acc_n
         if kind == "float":
             max_excess = mx.where(nonfinite, -inf, excess).max()
             rank = mx.where(nf_mismatch, inf, rank)
-            counts_nf = [count(nan_a), count(nan_e), count(nan_both), count(nan_one),
-                         count(inf_a), count(inf_e), count(inf_mismatch)]
+            counts_nf = [
+                count(nan_a),
+                count(nan_e),
+                count(nan_both),
+                count(nan_one),
+                count(inf_a),
+                count(inf_e),
+                count(inf_mismatch),
+            ]
             n_finite = count(mx.logical_not(nonfinite))
         else:
             max_excess = excess.max()
@@ -347,19 +390,43 @@ def _step(kind: str, unsigned: bool, ulp_dtype: str | None, two_sum: bool, acc_n
             ulp_over = count(ulp > max_ulp) if max_ulp is not None else zero_u
         else:
             ulp_max, ulp_nonzero, ulp_over = zero_u, zero_u, zero_u
-        frow = mx.stack([
-            _sum(diff, acc), _sum(a * e, acc), _sum(a * a, acc), _sum(e * e, acc),
-            rel.max(), rel_sym.max(), max_excess,
-            mx.maximum(diff - rtol * abs_e, 0).max(), mx.maximum(rtol_need, 0).max(),
-            hi_max.astype(acc), lo_max.astype(acc),
-        ])
-        irow = mx.stack([n_finite, count(mismatch), ulp_nonzero, ulp_over, *counts_nf,
-                         ulp_max, max_abs_int.astype(mx.uint64)])
+        frow = mx.stack(
+            [
+                _sum(diff, acc),
+                _sum(a * e, acc),
+                _sum(a * a, acc),
+                _sum(e * e, acc),
+                rel.max(),
+                rel_sym.max(),
+                max_excess,
+                mx.maximum(diff - rtol * abs_e, 0).max(),
+                mx.maximum(rtol_need, 0).max(),
+                hi_max.astype(acc),
+                lo_max.astype(acc),
+            ]
+        )
+        irow = mx.stack(
+            [
+                n_finite,
+                count(mismatch),
+                ulp_nonzero,
+                ulp_over,
+                *counts_nf,
+                ulp_max,
+                max_abs_int.astype(mx.uint64),
+            ]
+        )
         if not k:
             return frow, irow
         idx = _top_k(rank, min(k, n))
-        return (frow, irow, rank[idx], idx.astype(mx.int64), _candidate_values(a_raw[idx]),
-                _candidate_values(e_raw[idx]))
+        return (
+            frow,
+            irow,
+            rank[idx],
+            idx.astype(mx.int64),
+            _candidate_values(a_raw[idx]),
+            _candidate_values(e_raw[idx]),
+        )
 
     return mx.compile(step)
 
@@ -415,9 +482,19 @@ def _reduce(
     k = tol.worst_k if acc_float64 else 2 * tol.worst_k
     unsigned = all(d.startswith("uint") or d == "bool" for d in (side_a.dtype, side_e.dtype))
     two_sum = not acc_float64 and p.kind == "float"
-    step = _step(p.kind, unsigned, p.ulp_dtype, two_sum, "float64" if acc_float64 else "float32",
-                 float(tol.atol), float(tol.rtol), float(tol.rel_eps), bool(tol.equal_nan),
-                 tol.max_ulp, int(k))
+    step = _step(
+        p.kind,
+        unsigned,
+        p.ulp_dtype,
+        two_sum,
+        "float64" if acc_float64 else "float32",
+        float(tol.atol),
+        float(tol.rtol),
+        float(tol.rel_eps),
+        bool(tol.equal_nan),
+        tol.max_ulp,
+        int(k),
+    )
     from_numpy = side_a.mlx_array is None or side_e.mlx_array is None
     total = mx.zeros((4,), dtype=acc)
     comp = mx.zeros((4,), dtype=acc)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -218,7 +219,9 @@ class _Workspace:
         self.i5 = np.empty(size, np.int64)
 
 
-def _as_float64(ac: np.ndarray, ec: np.ndarray, mode: str, ws: _Workspace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _as_float64(
+    ac: np.ndarray, ec: np.ndarray, mode: str, ws: _Workspace
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Both sides in float64 and |a - e| in float64 (views of the workspace), integers without
     wrap-around."""
     n = ac.size
@@ -244,7 +247,9 @@ def _as_float64(ac: np.ndarray, ec: np.ndarray, mode: str, ws: _Workspace) -> tu
     return a64, e64, d
 
 
-def _ordered(x: np.ndarray, ulp_dtype: np.dtype, buf_m: np.ndarray, buf_o: np.ndarray) -> np.ndarray:
+def _ordered(
+    x: np.ndarray, ulp_dtype: np.dtype, buf_m: np.ndarray, buf_o: np.ndarray
+) -> np.ndarray:
     """Floats mapped to integers in the order of their values (one step = one ULP).
 
     Negative floats (sign bit set) are reflected below zero, branch-free in the float's own
@@ -267,7 +272,9 @@ def _ordered(x: np.ndarray, ulp_dtype: np.dtype, buf_m: np.ndarray, buf_o: np.nd
     return out
 
 
-def _ulp_distance(ac: np.ndarray, ec: np.ndarray, ulp_dtype: np.dtype, ws: _Workspace) -> np.ndarray:
+def _ulp_distance(
+    ac: np.ndarray, ec: np.ndarray, ulp_dtype: np.dtype, ws: _Workspace
+) -> np.ndarray:
     """|ordered(a) - ordered(e)| as int64 (float64 grid: uint64)."""
     n = ac.size
     oa = _ordered(ac, ulp_dtype, ws.i4, ws.i1)
@@ -567,14 +574,20 @@ def kernel_choice(kernel: str | None, size: int, pair_supported: bool) -> str:
     """'numpy' or 'numba' for an output of ``size`` elements (``kernel`` or $PARITYGATE_KERNEL)."""
     choice = (kernel or os.environ.get(_KERNEL_ENV) or "auto").lower()
     if choice not in ("auto", "numpy", "numba"):
-        raise InputError(f"kernel must be 'auto', 'numpy' or 'numba', got {choice!r}", where=_KERNEL_ENV if not kernel else None)
+        raise InputError(
+            f"kernel must be 'auto', 'numpy' or 'numba', got {choice!r}",
+            where=_KERNEL_ENV if not kernel else None,
+        )
     if choice == "numpy":
         return "numpy"
     from . import _numba_kernel
 
     if choice == "numba":
         if not _numba_kernel.available():
-            raise InputError("the numba kernel was requested but numba is not installed", hint="pip install 'paritygate[fast]'")
+            raise InputError(
+                "the numba kernel was requested but numba is not installed",
+                hint="pip install 'paritygate[fast]'",
+            )
         return "numba" if pair_supported else "numpy"
     if size >= NUMBA_MIN_SIZE and pair_supported and _numba_kernel.available():
         return "numba"
@@ -639,10 +652,18 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
         stats.ulp_nonzero = int(i[:, _I["ulp_nonzero"]].sum())
         stats.ulp_over = int(i[:, _I["ulp_over"]].sum()) if s.max_ulp is not None else None
     stats.nonfinite = NonFinite(
-        **{field: int(i[:, _I[field]].sum()) for field in (
-            "actual_nan", "expected_nan", "nan_both", "nan_one_side",
-            "actual_inf", "expected_inf", "inf_mismatch",
-        )}
+        **{
+            field: int(i[:, _I[field]].sum())
+            for field in (
+                "actual_nan",
+                "expected_nan",
+                "nan_both",
+                "nan_one_side",
+                "actual_inf",
+                "expected_inf",
+                "inf_mismatch",
+            )
+        }
     )
     stats.worst = _worst(pair, s, f[:, _F["key"]], k)
     return stats
@@ -707,7 +728,9 @@ def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]
     ]
 
 
-def host_stats(actual: Any, expected: Any, tolerance: Tolerance, path: str = "", *, kernel: str | None = None) -> tuple[RawStats, _Pair, str]:
+def host_stats(
+    actual: Any, expected: Any, tolerance: Tolerance, path: str = "", *, kernel: str | None = None
+) -> tuple[RawStats, _Pair, str]:
     """RawStats of two host arrays, the prepared pair and the kernel that computed them."""
     pair = _prepare(actual, expected, path)
     s = _settings(pair, tolerance)

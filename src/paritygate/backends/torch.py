@@ -32,9 +32,9 @@ from typing import Any
 from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
-    ML_DTYPES_NAMES,
     COUNT_STATS,
     MAX_STATS,
+    ML_DTYPES_NAMES,
     STATS,
     SUM_STATS,
     ULP_INT_BITS,
@@ -142,7 +142,9 @@ class _Side:
             idx = torch.arange(start, stop, device=self.tensor.device)
             part = self.tensor[torch.unravel_index(idx, self.tensor.shape)]
             return part if part.device == self.device else part.to(self.device)
-        part = self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        part = (
+            self.np_flat[start:stop] if self.np_flat is not None else self.np_array.flat[start:stop]
+        )
         if self.dtype in ML_DTYPES_NAMES:
             bits = "int16" if self.dtype == "bfloat16" else "uint8"
             view = torch.from_numpy(part.view(bits)).view(_torch_dtype(self.dtype))
@@ -157,7 +159,9 @@ def _device_of(actual: Any, expected: Any, path: str) -> Any:
     accelerators = {d for d in devices if d.type != "cpu"}
     if len(accelerators) > 1:
         a, e = (str(getattr(x, "device", "host")) for x in (actual, expected))
-        raise InputError(f"tensors on different devices: actual {a}, expected {e}", where=path or None)
+        raise InputError(
+            f"tensors on different devices: actual {a}, expected {e}", where=path or None
+        )
     return accelerators.pop() if accelerators else torch.device("cpu")
 
 
@@ -303,7 +307,9 @@ def _compare_complex(
     compared_as, note, _ = promote(side_a.dtype, side_e.dtype, path=path)
     component = "float64" if compared_as == "complex128" else "float32"
     result = compare_arrays(_real_view(actual), _real_view(expected), tolerance, path)
-    pair_note = f"{compared_as} compared as ({component} real, imaginary) pairs: last index 0=real 1=imag"
+    pair_note = (
+        f"{compared_as} compared as ({component} real, imaginary) pairs: last index 0=real 1=imag"
+    )
     result.dtype_actual, result.dtype_expected = side_a.dtype, side_e.dtype
     result.compared_as = component
     result.promotion = f"{note}; {pair_note}" if note else pair_note

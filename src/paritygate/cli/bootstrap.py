@@ -12,7 +12,9 @@ __all__ = ["bootstrap_command"]
 @click.command("bootstrap")
 @click.option("--upstream", help="URL or path of the upstream repository to clone.")
 @click.option("--commit", help="The pinned commit SHA to check out.")
-@click.option("--patch", type=click.Path(path_type=Path, dir_okay=False), help="Patch file to apply.")
+@click.option(
+    "--patch", type=click.Path(path_type=Path, dir_okay=False), help="Patch file to apply."
+)
 @click.option(
     "--require",
     "require",
@@ -21,7 +23,9 @@ __all__ = ["bootstrap_command"]
     help="A literal line the patched FILE must contain (repeatable).",
 )
 @click.option("--build", help="Build command, run by the shell inside the checkout.")
-@click.option("--build-timeout", type=float, default=None, help="Seconds before the build is stopped.")
+@click.option(
+    "--build-timeout", type=float, default=None, help="Seconds before the build is stopped."
+)
 @click.option(
     "--gate",
     "spec",

@@ -60,7 +60,9 @@ def _chosen_cases(
     known = list(load_spec(spec).cases)
     unknown = [n for n in (*names, *skipped) if n not in known]
     if unknown:
-        raise InputError(f"unknown case(s) {', '.join(unknown)} (cases: {', '.join(known)})", where=str(spec))
+        raise InputError(
+            f"unknown case(s) {', '.join(unknown)} (cases: {', '.join(known)})", where=str(spec)
+        )
     if names:
         return list(dict.fromkeys(names))
     return [n for n in known if n not in skipped]
@@ -70,27 +72,74 @@ def _chosen_cases(
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--claim", "claim_id", required=True, help="Id of the claim to calibrate.")
 @click.option("--candidate", default=None, help="Candidate runner (when the claim covers several).")
-@click.option("--cases", type=int, default=None, help="Use the first N cases of the spec (default: all).")
-@click.option("--case", "case_names", multiple=True, metavar="NAME",
-              help="Use this case of the spec (repeatable; default: all). Written into the basis.")
-@click.option("--skip-case", "skipped", multiple=True, metavar="NAME",
-              help="Leave this case of the spec out (repeatable). The cases used go into the basis.")
-@click.option("--min-cases", type=int, default=16, show_default=True,
-              help="Fewest cases accepted: the next case exceeds n observed ones with probability ~1/(n+1).")
+@click.option(
+    "--cases", type=int, default=None, help="Use the first N cases of the spec (default: all)."
+)
+@click.option(
+    "--case",
+    "case_names",
+    multiple=True,
+    metavar="NAME",
+    help="Use this case of the spec (repeatable; default: all). Written into the basis.",
+)
+@click.option(
+    "--skip-case",
+    "skipped",
+    multiple=True,
+    metavar="NAME",
+    help="Leave this case of the spec out (repeatable). The cases used go into the basis.",
+)
+@click.option(
+    "--min-cases",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Fewest cases accepted: the next case exceeds n observed ones with probability ~1/(n+1).",
+)
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per case.")
-@click.option("--reorder", is_flag=True, help="Shuffle the case order in every repeat after the first.")
-@click.option("--margin", "margins", multiple=True, metavar="NAME=FACTOR",
-              help="Widen the bound for a named source of spread, e.g. 'other machine=2'. Repeatable.")
-@click.option("--model-mutation", "model_mutations", multiple=True, metavar="NAME=MODULE:FUNCTION",
-              help="A mutated candidate (same calling convention as the candidate runner). Repeatable.")
-@click.option("--mutations", "mutation_names", default="all", show_default=True, metavar="LIST",
-              help="Built-in output mutations, comma-separated: noise, spike, shift, swap, float16, "
-              "bfloat16; 'all' or 'none'.")
-@click.option("--write", is_flag=True, help="Store bound, status = calibrated and the basis in the spec.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the raw distributions and the proposal as JSON.")
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Draw noise and bug histograms with the proposed bound (PNG, needs matplotlib).")
+@click.option(
+    "--reorder", is_flag=True, help="Shuffle the case order in every repeat after the first."
+)
+@click.option(
+    "--margin",
+    "margins",
+    multiple=True,
+    metavar="NAME=FACTOR",
+    help="Widen the bound for a named source of spread, e.g. 'other machine=2'. Repeatable.",
+)
+@click.option(
+    "--model-mutation",
+    "model_mutations",
+    multiple=True,
+    metavar="NAME=MODULE:FUNCTION",
+    help="A mutated candidate (same calling convention as the candidate runner). Repeatable.",
+)
+@click.option(
+    "--mutations",
+    "mutation_names",
+    default="all",
+    show_default=True,
+    metavar="LIST",
+    help="Built-in output mutations, comma-separated: noise, spike, shift, swap, float16, "
+    "bfloat16; 'all' or 'none'.",
+)
+@click.option(
+    "--write", is_flag=True, help="Store bound, status = calibrated and the basis in the spec."
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the raw distributions and the proposal as JSON.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Draw noise and bug histograms with the proposed bound (PNG, needs matplotlib).",
+)
 def calibrate_command(
     spec: Path,
     claim_id: str,
@@ -153,7 +202,9 @@ def calibrate_command(
             f"{result.judge_activity(band.counter, band.low, band.high)}"
         )
     if json_path is not None:
-        json_path.write_text(json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8")
+        json_path.write_text(
+            json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8"
+        )
         click.echo(f"raw distributions: {json_path}")
     if plot_path is not None:
         click.echo(f"plot: {calibration_plot(result, plot_path)}")

@@ -43,9 +43,7 @@ def check_command(docs: tuple[Path, ...], spec: Path | None) -> int:
     result = check_claims(docs, spec)
     for problem in result.problems:
         click.echo(str(problem))
-    counts = (
-        f"{len(result.markers)} marker(s) in {len(result.docs)} doc(s) against {spec}"
-    )
+    counts = f"{len(result.markers)} marker(s) in {len(result.docs)} doc(s) against {spec}"
     if result.passed:
         click.echo(f"claims check: ok, {counts}")
     else:

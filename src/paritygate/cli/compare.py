@@ -54,22 +54,57 @@ def _load_pair(actual_file: Path, expected_file: Path) -> tuple[dict, dict]:
 @click.command("compare")
 @click.argument("actual_file", metavar="A", type=click.Path(path_type=Path))
 @click.argument("expected_file", metavar="B", type=click.Path(path_type=Path))
-@click.option("--atol", type=float, default=0.0, show_default=True,
-              help="Absolute tolerance: an element passes when |a - b| <= atol + rtol*|b|.")
-@click.option("--rtol", type=float, default=0.0, show_default=True,
-              help="Relative tolerance, relative to B (the reference).")
-@click.option("--min-cosine", type=float, default=None,
-              help="Lowest cosine similarity allowed per output (a zero-norm side fails).")
-@click.option("--max-ulp", type=int, default=None,
-              help="Largest ULP distance allowed, counted in the coarser float dtype of the two.")
-@click.option("--max-mean-abs", type=float, default=None,
-              help="Largest mean absolute difference allowed per output.")
-@click.option("--equal-nan/--no-equal-nan", default=True, show_default=True,
-              help="Whether NaN at the same position on both sides counts as equal.")
-@click.option("--worst-k", type=click.IntRange(min=0), default=10, show_default=True,
-              help="How many worst elements to report per output.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the comparison as JSON (for machines) instead of the table.")
+@click.option(
+    "--atol",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Absolute tolerance: an element passes when |a - b| <= atol + rtol*|b|.",
+)
+@click.option(
+    "--rtol",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Relative tolerance, relative to B (the reference).",
+)
+@click.option(
+    "--min-cosine",
+    type=float,
+    default=None,
+    help="Lowest cosine similarity allowed per output (a zero-norm side fails).",
+)
+@click.option(
+    "--max-ulp",
+    type=int,
+    default=None,
+    help="Largest ULP distance allowed, counted in the coarser float dtype of the two.",
+)
+@click.option(
+    "--max-mean-abs",
+    type=float,
+    default=None,
+    help="Largest mean absolute difference allowed per output.",
+)
+@click.option(
+    "--equal-nan/--no-equal-nan",
+    default=True,
+    show_default=True,
+    help="Whether NaN at the same position on both sides counts as equal.",
+)
+@click.option(
+    "--worst-k",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="How many worst elements to report per output.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the comparison as JSON (for machines) instead of the table.",
+)
 @click.pass_context
 def compare_command(
     ctx: click.Context,
@@ -129,11 +164,13 @@ def _print_report(comparison) -> None:
     console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
     console.print(comparison_table(comparison))
     for path in comparison.missing:
-        console.print(f"missing: {output_name(path)} is in B (expected) but not in A (actual)",
-                      style="red")
+        console.print(
+            f"missing: {output_name(path)} is in B (expected) but not in A (actual)", style="red"
+        )
     for path in comparison.extra:
-        console.print(f"extra: {output_name(path)} is in A (actual) but not in B (expected)",
-                      style="red")
+        console.print(
+            f"extra: {output_name(path)} is in A (actual) but not in B (expected)", style="red"
+        )
     for out in comparison.failing():
         console.print()
         console.print(format_output(out), markup=False, soft_wrap=True)

@@ -7,15 +7,18 @@ input error · 3 drift (a pinned artifact or the environment changed; re-record 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
 __all__ = ["record_command", "verify_command", "gate_command"]
 
-_SPEC = click.argument("spec_path", metavar="SPEC", required=False, default=".", type=click.Path(path_type=Path))
+_SPEC = click.argument(
+    "spec_path", metavar="SPEC", required=False, default=".", type=click.Path(path_type=Path)
+)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -29,8 +32,15 @@ def _progress(label: str) -> Iterator[Any]:
     """A progress bar on stderr for long runs (hidden when stderr is not a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=_console(stderr=True), transient=True, disable=not sys.stderr.isatty())
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console(stderr=True),
+        transient=True,
+        disable=not sys.stderr.isatty(),
+    )
     task = progress.add_task(label, total=None)
 
     def update(stage: str, done: int, total: int) -> None:
@@ -43,7 +53,12 @@ def _progress(label: str) -> Iterator[Any]:
 @click.command("record")
 @_SPEC
 @click.option("--dry-run", is_flag=True, help="Run the reference and show the diff; write nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Replace a previous reference without asking (asked only on a terminal).")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Replace a previous reference without asking (asked only on a terminal).",
+)
 def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
     """Run the reference on every case and record its outputs with provenance.
 
@@ -66,14 +81,18 @@ def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
         result = record(spec, dry_run=dry_run, progress=update, before_replace=confirm)
     if dry_run:
         _show_diff(console, result.diff)
-        console.print(f"dry run: {len(result.manifest['cases'])} cases recorded in memory, nothing written")
+        console.print(
+            f"dry run: {len(result.manifest['cases'])} cases recorded in memory, nothing written"
+        )
         return 0
     if not result.written:
         console.print("kept the previous reference")
         return 0
     verb = "re-recorded" if result.replaced else "recorded"
-    console.print(f"{verb} {len(result.manifest['cases'])} cases of runner {result.manifest['runner']} "
-                  f"into {result.folder} (manifest digest {result.manifest['digest'][:12]})")
+    console.print(
+        f"{verb} {len(result.manifest['cases'])} cases of runner {result.manifest['runner']} "
+        f"into {result.folder} (manifest digest {result.manifest['digest'][:12]})"
+    )
     return 0
 
 
@@ -108,21 +127,41 @@ def verify_command(spec_path: Path) -> int:
 
 def _show_drift(console: Any, lines: list[str]) -> None:
     if lines:
-        console.print("[bold red]DRIFT[/] — something pinned shifted (this does not say the candidate is wrong); re-record deliberately:")
+        console.print(
+            "[bold red]DRIFT[/] — something pinned shifted (this does not say the candidate is wrong); re-record deliberately:"
+        )
         for line in lines:
             console.print(f"  {line}", markup=False)
 
 
 @click.command("gate")
 @_SPEC
-@click.option("--claim", "claims", multiple=True, metavar="ID", help="Evaluate only this claim (repeatable).")
-@click.option("--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable).")
-@click.option("--hardware", metavar="CLASS[,CLASS]", default=None,
-              help="This machine's hardware classes, instead of matching the spec's [hardware] conditions.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Folder for the reports (default: the spec's `reports`).")
-def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...], hardware: str | None,
-                 out_dir: Path | None) -> int:
+@click.option(
+    "--claim", "claims", multiple=True, metavar="ID", help="Evaluate only this claim (repeatable)."
+)
+@click.option(
+    "--case", "cases", multiple=True, metavar="NAME", help="Run only this case (repeatable)."
+)
+@click.option(
+    "--hardware",
+    metavar="CLASS[,CLASS]",
+    default=None,
+    help="This machine's hardware classes, instead of matching the spec's [hardware] conditions.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the reports (default: the spec's `reports`).",
+)
+def gate_command(
+    spec_path: Path,
+    claims: tuple[str, ...],
+    cases: tuple[str, ...],
+    hardware: str | None,
+    out_dir: Path | None,
+) -> int:
     """Verify, run every candidate on every case, and evaluate every claim.
 
     Exit 0 only when every claim holds for every case; 1 when a claim is violated, a runner
@@ -136,7 +175,9 @@ def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...
 
     spec = load_spec(spec_path)
     with _progress("gate") as update:
-        result = run_gate(spec, claims=claims or None, cases=cases or None, hardware=hardware, progress=update)
+        result = run_gate(
+            spec, claims=claims or None, cases=cases or None, hardware=hardware, progress=update
+        )
     data = result.to_dict()
     paths = write_all(data, out_dir if out_dir is not None else spec.reports)
     console = _console()
@@ -147,7 +188,9 @@ def gate_command(spec_path: Path, claims: tuple[str, ...], cases: tuple[str, ...
             continue
         scope = f"case {verdict.case}" if verdict.case else "dataset"
         for failure in verdict.failures:
-            console.print(f"[red]FAIL[/] {verdict.claim_id} · {verdict.candidate} · {scope}: ", end="")
+            console.print(
+                f"[red]FAIL[/] {verdict.claim_id} · {verdict.candidate} · {scope}: ", end=""
+            )
             console.print(failure_text(to_jsonable(failure)), markup=False)
     for error in result.errors:
         console.print("[red]ERROR[/] ", end="")

@@ -26,8 +26,8 @@ def report_command(result_file: Path, out_dir: Path | None) -> int:
     paritygate gate result.
     """
     from ..reports import load_result, verdict_table, write_all
-    from ..reports.terminal import console
     from ..reports._common import exit_code
+    from ..reports.terminal import console
 
     result = load_result(result_file)
     paths = write_all(result, out_dir if out_dir is not None else result_file.parent)

@@ -78,7 +78,9 @@ def write_all(result: Any, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create the report folder: {exc.strerror}", where=str(out)) from None
+        raise InputError(
+            f"cannot create the report folder: {exc.strerror}", where=str(out)
+        ) from None
     paths: dict[str, Path] = {}
     for name, (file, text) in rendered.items():
         path = out / file

@@ -7,7 +7,8 @@ an earlier run re-renders from its file alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 FORMAT = "paritygate-gate-result"
 FORMAT_VERSION = 1
@@ -110,7 +111,9 @@ def failure_text(failure: dict[str, Any]) -> str:
     if failure.get("bound") is not None:
         parts.append(f"bound {fmt(failure['bound'])}")
     if failure.get("excess") is not None:
-        parts.append(f"{_excess_word(failure.get('observed'), failure.get('bound'))} {fmt(failure['excess'])}")
+        parts.append(
+            f"{_excess_word(failure.get('observed'), failure.get('bound'))} {fmt(failure['excess'])}"
+        )
     text = " ".join(p for p in parts if p)
     if failure.get("detail"):
         text += f" ({failure['detail']})"
@@ -159,15 +162,19 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
         ci = [as_float(x) for x in evidence.get("ratio_ci") or []]
         parts = []
         if b and c:
-            parts.append(f"{base.get('name', 'baseline')} median {_ms(statistics.median(b))} (n={len(b)}), "
-                         f"{cand.get('name', 'candidate')} median {_ms(statistics.median(c))} (n={len(c)})")
+            parts.append(
+                f"{base.get('name', 'baseline')} median {_ms(statistics.median(b))} (n={len(b)}), "
+                f"{cand.get('name', 'candidate')} median {_ms(statistics.median(c))} (n={len(c)})"
+            )
         if ratios and all(r for r in ratios):
             text = f"speedup per block pair {', '.join(fmt(1.0 / r) for r in ratios)}"  # type: ignore[operator]
             if len(ci) == 2 and all(ci):
                 text += f"; 95% interval {fmt(1.0 / ci[1])}–{fmt(1.0 / ci[0])} x"  # type: ignore[operator]
             parts.append(text)
         if as_float(evidence.get("baseline_variability")) is not None:
-            parts.append(f"baseline run-to-run variability {100.0 * evidence['baseline_variability']:.2f}%")
+            parts.append(
+                f"baseline run-to-run variability {100.0 * evidence['baseline_variability']:.2f}%"
+            )
         design = (evidence.get("provenance") or {}).get("design")
         if design:
             parts.append(str(design))
@@ -178,8 +185,10 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
         return "; ".join(parts)
     samples = [x for x in (as_float(v) for v in evidence.get("samples_ms") or []) if x is not None]
     if samples and str(verdict.get("metric", "")).startswith("p"):
-        text = (f"{verdict.get('metric')} {fmt(verdict.get('observed'))} ms of {len(samples)} samples "
-                f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max {fmt(max(samples))} ms)")
+        text = (
+            f"{verdict.get('metric')} {fmt(verdict.get('observed'))} ms of {len(samples)} samples "
+            f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max {fmt(max(samples))} ms)"
+        )
         if as_float(evidence.get("cold_ms")) is not None:
             text += f"; cold call {fmt(evidence['cold_ms'])} ms"
         if evidence.get("warmup") is not None:
@@ -204,8 +213,11 @@ def speed_series(verdict: dict[str, Any]) -> tuple[str, dict[str, list[float]], 
     samples = _samples(evidence.get("samples_ms") or [])
     if samples and str(verdict.get("metric", "")).startswith("p"):
         bound = as_float(verdict.get("bound"))
-        return ("time per call (ms)", {str(verdict.get("candidate", "samples")): samples},
-                [] if bound is None else [bound])
+        return (
+            "time per call (ms)",
+            {str(verdict.get("candidate", "samples")): samples},
+            [] if bound is None else [bound],
+        )
     return None
 
 

@@ -99,9 +99,7 @@ def _edge_plot(verdict: dict[str, Any], deltas: dict[str, float]) -> str:
     axes = figure.add_subplot()
     bounds = _bounds(verdict.get("bound"))
     limit = max(bounds) if bounds else None
-    colors = [
-        "#cf222e" if limit is not None and deltas[n] > limit else "#0969da" for n in names
-    ]
+    colors = ["#cf222e" if limit is not None and deltas[n] > limit else "#0969da" for n in names]
     axes.bar(range(len(names)), [deltas[n] for n in names], color=colors)
     if limit is not None:
         axes.axhline(limit, color="#9a6700", linestyle="--", label=f"bound {fmt(limit)}")
@@ -116,7 +114,9 @@ def _edge_plot(verdict: dict[str, Any], deltas: dict[str, float]) -> str:
     return _png(figure)
 
 
-def _distribution_plot(title: str, series: dict[str, list[float]], bound: Any, xlabel: str = "") -> str:
+def _distribution_plot(
+    title: str, series: dict[str, list[float]], bound: Any, xlabel: str = ""
+) -> str:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(5.5, 3.0))
@@ -170,9 +170,13 @@ def _plots_section(result: dict[str, Any]) -> list[str]:
         timed = speed_series(verdict)
         if timed:
             xlabel, series, lines = timed
-            title = f"{verdict.get('claim_id')} — {verdict.get('candidate')} — {case_label(verdict)}"
+            title = (
+                f"{verdict.get('claim_id')} — {verdict.get('candidate')} — {case_label(verdict)}"
+            )
             img = _distribution_plot(title, series, lines, xlabel)
-            parts.append(_figure(img, "speed samples" + (", bound dashed" if lines else ", both sides")))
+            parts.append(
+                _figure(img, "speed samples" + (", bound dashed" if lines else ", both sides"))
+            )
             shown += 1
     bounds_by_title = {
         f"{v.get('claim_id')} / {v.get('candidate')} / {case_label(v)}": v.get("bound")
@@ -240,8 +244,18 @@ def render_html(result: dict[str, Any]) -> str:
         parts.append("<h2>Claims</h2>")
         parts.append(
             _table(
-                ["", "claim", "case", "candidate", "oracle", "metric", "observed", "bound",
-                 "excess", "failures"],
+                [
+                    "",
+                    "claim",
+                    "case",
+                    "candidate",
+                    "oracle",
+                    "metric",
+                    "observed",
+                    "bound",
+                    "excess",
+                    "failures",
+                ],
                 rows,
                 classes,
             )
@@ -253,8 +267,15 @@ def render_html(result: dict[str, Any]) -> str:
         parts.append(
             _table(
                 ["claim", "case", "candidate", "evidence"],
-                [[f"<code>{escape(str(v.get('claim_id')))}</code>", escape(case_label(v)),
-                  escape(str(v.get("candidate", ""))), escape(line)] for v, line in speed],
+                [
+                    [
+                        f"<code>{escape(str(v.get('claim_id')))}</code>",
+                        escape(case_label(v)),
+                        escape(str(v.get("candidate", ""))),
+                        escape(line),
+                    ]
+                    for v, line in speed
+                ],
             )
         )
 
@@ -264,21 +285,29 @@ def render_html(result: dict[str, Any]) -> str:
         parts.append(
             _table(
                 ["claim", "reason"],
-                [[f"<code>{escape(str(i.get('claim_id')))}</code>", escape(str(i.get("reason", "")))]
-                 for i in not_evaluated],
+                [
+                    [
+                        f"<code>{escape(str(i.get('claim_id')))}</code>",
+                        escape(str(i.get("reason", ""))),
+                    ]
+                    for i in not_evaluated
+                ],
             )
         )
     drift = result.get("drift") or []
     if drift:
         parts.append("<h2>Drift</h2>")
-        parts.append(
-            "<p>Something pinned shifted; this does not say the candidate is wrong.</p>"
-        )
+        parts.append("<p>Something pinned shifted; this does not say the candidate is wrong.</p>")
         parts.append(
             _table(
                 ["kind", "subject", "expected", "observed", "detail"],
-                [[escape(str(i.get(k) or "")) for k in
-                  ("kind", "subject", "expected", "observed", "detail")] for i in drift],
+                [
+                    [
+                        escape(str(i.get(k) or ""))
+                        for k in ("kind", "subject", "expected", "observed", "detail")
+                    ]
+                    for i in drift
+                ],
             )
         )
     errors = result.get("errors") or []
@@ -294,8 +323,10 @@ def render_html(result: dict[str, Any]) -> str:
         parts.append(
             _table(
                 ["key", "value"],
-                [[escape(str(k)), f"<code>{escape(json.dumps(v, sort_keys=True))}</code>"]
-                 for k, v in provenance.items()],
+                [
+                    [escape(str(k)), f"<code>{escape(json.dumps(v, sort_keys=True))}</code>"]
+                    for k, v in provenance.items()
+                ],
             )
         )
     parts.append("</body></html>")

@@ -51,12 +51,15 @@ def load_result(path: str | Path) -> dict[str, Any]:
             where=str(path),
             hint="re-run the gate with this paritygate version",
         )
-    for key, kind in (("verdicts", list), ("not_evaluated", list), ("drift", list), ("errors", list)):
+    for key, kind in (
+        ("verdicts", list),
+        ("not_evaluated", list),
+        ("drift", list),
+        ("errors", list),
+    ):
         if key in data and not isinstance(data[key], kind):
             raise InputError(f"key {key!r} must be a list", where=str(path))
     for index, verdict in enumerate(data.get("verdicts") or []):
         if not isinstance(verdict, dict) or "claim_id" not in verdict or "passed" not in verdict:
-            raise InputError(
-                f"verdicts[{index}] lacks claim_id or passed", where=str(path)
-            )
+            raise InputError(f"verdicts[{index}] lacks claim_id or passed", where=str(path))
     return data

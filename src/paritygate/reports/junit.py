@@ -72,7 +72,10 @@ def render_junit(result: dict[str, Any]) -> str:
                 continue
             message = verdict_message(verdict)
             failure = ET.SubElement(
-                case, "failure", message=_clean(message), type=_clean(verdict.get("oracle") or "claim")
+                case,
+                "failure",
+                message=_clean(message),
+                type=_clean(verdict.get("oracle") or "claim"),
             )
             failure.text = _clean(
                 "\n".join(
@@ -90,14 +93,20 @@ def render_junit(result: dict[str, Any]) -> str:
     run = _suite(root, "paritygate.run", timestamp)
     for item in result.get("not_evaluated") or []:
         case = ET.SubElement(
-            run, "testcase", classname=_clean(f"paritygate.not-evaluated.{item.get('claim_id')}"),
-            name="not evaluated", time="0",
+            run,
+            "testcase",
+            classname=_clean(f"paritygate.not-evaluated.{item.get('claim_id')}"),
+            name="not evaluated",
+            time="0",
         )
         ET.SubElement(case, "skipped", message=_clean(item.get("reason", "")))
     for item in result.get("drift") or []:
         case = ET.SubElement(
-            run, "testcase", classname=_clean(f"paritygate.drift.{item.get('kind')}"),
-            name=_clean(item.get("subject", "")), time="0",
+            run,
+            "testcase",
+            classname=_clean(f"paritygate.drift.{item.get('kind')}"),
+            name=_clean(item.get("subject", "")),
+            time="0",
         )
         text = (
             f"{item.get('kind')} {item.get('subject')}: expected {item.get('expected')}, "

@@ -59,7 +59,7 @@ def render_markdown(result: dict[str, Any]) -> str:
     items = verdicts(result)
     shown = items
     if len(items) > MAX_TABLE_ROWS:
-        shown = ([v for v in items if not v.get("passed")] + [v for v in items if v.get("passed")])
+        shown = [v for v in items if not v.get("passed")] + [v for v in items if v.get("passed")]
         shown = shown[:MAX_TABLE_ROWS]
     if items:
         lines.append("| | claim | case | candidate | metric | observed | bound | excess |")
@@ -93,7 +93,9 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append("### Speed claims")
         lines.append("")
         for v, line in speed:
-            lines.append(f"- `{v.get('claim_id')}` on case `{case_label(v)}` ({v.get('candidate')}): {line}")
+            lines.append(
+                f"- `{v.get('claim_id')}` on case `{case_label(v)}` ({v.get('candidate')}): {line}"
+            )
         lines.append("")
 
     failing = [v for v in items if not v.get("passed")]
@@ -109,7 +111,9 @@ def render_markdown(result: dict[str, Any]) -> str:
             for failure in failures[:MAX_FAILURES_SHOWN]:
                 lines.append(f"  - {failure_text(failure)}")
             if len(failures) > MAX_FAILURES_SHOWN:
-                lines.append(f"  - … and {len(failures) - MAX_FAILURES_SHOWN} more (see result.json)")
+                lines.append(
+                    f"  - … and {len(failures) - MAX_FAILURES_SHOWN} more (see result.json)"
+                )
         lines.append("")
 
     not_evaluated = result.get("not_evaluated") or []
@@ -129,8 +133,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         for item in drift:
             lines.append(
                 "| {} | {} | {} | {} | {} |".format(
-                    *(_cell(str(item.get(k) or "")) for k in
-                      ("kind", "subject", "expected", "observed", "detail"))
+                    *(
+                        _cell(str(item.get(k) or ""))
+                        for k in ("kind", "subject", "expected", "observed", "detail")
+                    )
                 )
             )
         lines.append("")

@@ -54,9 +54,15 @@ def verdict_table(result: dict[str, Any]) -> Any:
 
     # Horizontal rules only and no outer padding: eight columns fit an 80-column terminal
     # without folding the names of a typical run.
-    table = Table(title=verdict_line(result), title_justify="left", show_header=bool(items),
-                  box=box.SIMPLE_HEAD if items else None, pad_edge=False, padding=0,
-                  show_edge=False)
+    table = Table(
+        title=verdict_line(result),
+        title_justify="left",
+        show_header=bool(items),
+        box=box.SIMPLE_HEAD if items else None,
+        pad_edge=False,
+        padding=0,
+        show_edge=False,
+    )
     table.add_column("", no_wrap=True)
     # Claim ids and numbers stay whole (they are what a reader searches for and compares);
     # case, candidate and metric names fold when the terminal is narrow.

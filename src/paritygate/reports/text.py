@@ -87,7 +87,9 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
             cos = f"{out.cosine:.12f}"
         ulp = "-"
         if out.ulp_max is not None:
-            ulp = f"max {out.ulp_max} ({out.ulp_dtype}), {out.ulp_nonzero} element(s) >= 1 ULP apart"
+            ulp = (
+                f"max {out.ulp_max} ({out.ulp_dtype}), {out.ulp_nonzero} element(s) >= 1 ULP apart"
+            )
             if out.ulp_over is not None and out.tolerance.max_ulp is not None:
                 ulp += f", {out.ulp_over} beyond {out.tolerance.max_ulp}"
         lines.append(f"{ind}cosine {cos}  ulp {ulp}")
@@ -98,9 +100,7 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
             f"rtol needed {_num(out.rtol_needed)} at atol={out.tolerance.atol:g}"
         )
         nf = out.nonfinite
-        if any(
-            (nf.actual_nan, nf.expected_nan, nf.actual_inf, nf.expected_inf, nf.inf_mismatch)
-        ):
+        if any((nf.actual_nan, nf.expected_nan, nf.actual_inf, nf.expected_inf, nf.inf_mismatch)):
             lines.append(
                 f"{ind}non-finite: NaN actual {nf.actual_nan}, expected {nf.expected_nan}, "
                 f"both {nf.nan_both}, one side only {nf.nan_one_side}; Inf actual {nf.actual_inf}, "
@@ -118,7 +118,9 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
             lines.append(f"{ind}  - {failure.describe()}")
     if out.worst:
         title = "worst elements" if not out.passed else "largest differences (within bounds)"
-        lines.append(f"{ind}{title} ({len(out.worst)} shown of {max(out.mismatches, len(out.worst))}):")
+        lines.append(
+            f"{ind}{title} ({len(out.worst)} shown of {max(out.mismatches, len(out.worst))}):"
+        )
         rows = [
             [
                 ",".join(str(i) for i in el.index) or "()",
@@ -129,7 +131,9 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
             ]
             for el in out.worst
         ]
-        lines.extend(_table(["index", "actual", "expected", "abs diff", "excess"], rows, ind + "  "))
+        lines.extend(
+            _table(["index", "actual", "expected", "abs diff", "excess"], rows, ind + "  ")
+        )
     return "\n".join(lines)
 
 
@@ -168,7 +172,7 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def comparison_table(comparison: Comparison) -> "Table":
+def comparison_table(comparison: Comparison) -> Table:
     """A rich table of every output, one row each, failing rows in red."""
     from rich.table import Table
 
@@ -192,7 +196,11 @@ def comparison_table(comparison: Comparison) -> "Table":
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for out in comparison.outputs:
         style = None if out.passed else "red"
-        dtypes = out.dtype_actual if out.dtype_actual == out.dtype_expected else f"{out.dtype_actual}/{out.dtype_expected}"
+        dtypes = (
+            out.dtype_actual
+            if out.dtype_actual == out.dtype_expected
+            else f"{out.dtype_actual}/{out.dtype_expected}"
+        )
         if out.compared_as not in (out.dtype_actual, out.dtype_expected):
             dtypes += f" as {out.compared_as}"
         worst = ""
