@@ -153,6 +153,14 @@ def _element(
             )
             worst = math.inf
             continue
+        # An output with a different number of elements (an empty candidate against a non-empty
+        # reference: a port that found no segments) differs whatever the bound; its max-abs over
+        # no element reads 0 and must not pass.
+        sized = [f for f in oc.failures if f.metric == "size"]
+        if sized:
+            failures.extend(replace(f, where=name) for f in sized)
+            worst = math.inf
+            continue
         if metric == "ulp":
             observed = (
                 oc.ulp_max if oc.ulp_max is not None else (0 if oc.max_abs == 0 else math.inf)
@@ -303,6 +311,17 @@ def _output(
                     "cosine_undefined": oc.cosine_undefined,
                 }
                 detail = f"undefined: {oc.cosine_undefined}" if value is None else ""
+                # A different element count, or NaN / an infinity on one side only: the sums run
+                # over positions both sides hold finite values, so the metric alone would read
+                # as if they matched.
+                broken = [f for f in oc.failures if f.metric in ("size", "nan", "inf")]
+                if broken and value is not None:
+                    value = math.inf if claim.direction == "max" else None
+                    detail = "; ".join(f.describe() for f in broken)
+                elif broken:
+                    detail = "; ".join(
+                        [detail] + [f.describe() for f in broken if f.metric == "size"]
+                    )
             else:
                 from .structured import compare_images
 

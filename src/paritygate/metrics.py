@@ -109,6 +109,24 @@ class RawStats:
 def _cosine(stats: RawStats) -> tuple[float | None, str | None]:
     if stats.size == 0:
         return None, "empty output"
+    # The sums run over positions where both sides are finite: a NaN or an unmatched infinity on
+    # one side would otherwise drop out of the cosine and leave it near 1 (or leave a side that
+    # is NaN everywhere looking like a zero-norm one).
+    nf = stats.nonfinite
+    if nf.nan_one_side or nf.inf_mismatch:
+        sides = []
+        for side, count in (
+            ("actual", nf.actual_nan - nf.nan_both),
+            ("expected", nf.expected_nan - nf.nan_both),
+        ):
+            if count > 0:
+                sides.append(
+                    f"{side} has NaN at {count} of {stats.size} position(s) where the other side "
+                    "has none"
+                )
+        if nf.inf_mismatch:
+            sides.append(f"{nf.inf_mismatch} infinity(ies) not matched by the other side")
+        return None, "; ".join(sides)
     na, ne = stats.norm_actual_sq, stats.norm_expected_sq
     if na == 0 and ne == 0:
         return None, "both sides have zero norm"
