@@ -78,10 +78,18 @@ else:
     np.savez(out, y=np.tanh(logits), logits=logits)
 '''
 
-TINY_SPEC = """
-format_version = 1
-outputs = ["y", "logits"]
+TINY_WAIVED = """
+[waived]
+logits = "the pre-activation of y, which the claims already gate"
+"""
 
+TINY_SPEC = (
+    """
+format_version = 2
+outputs = ["y", "logits"]
+"""
+    + TINY_WAIVED
+    + """
 [cases.a]
 path = "cases/a.npz"
 sha256 = "{sha:a}"
@@ -107,6 +115,7 @@ bound = 1e-5
 oracle = "equivalence"
 status = "provisional"
 """
+)
 
 
 def sha256(path: Path) -> str:

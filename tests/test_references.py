@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from spec_helpers import TINY_MODEL, TINY_SPEC, make_project
+from spec_helpers import TINY_MODEL, TINY_SPEC, TINY_WAIVED, make_project
 
 from paritygate.errors import DriftError, UserError
 from paritygate.provenance import sha256_file
@@ -157,7 +157,7 @@ def test_record_refuses_undeclared_outputs(tmp_path):
         make_project(
             tmp_path,
             TINY_SPEC.replace('outputs = ["y", "logits"]', 'outputs = ["y"]').replace(
-                'outputs = ["y"]\nmetric', 'outputs = ["y"]\nmetric'
+                TINY_WAIVED, ""
             ),
         )
     )

@@ -93,3 +93,85 @@ def test_mean_abs_claim_fails_nan_on_one_side():
     assert any(f.metric == "mean_abs" for f in verdict.failures)
     assert "NaN on one side" in " ".join(f.describe() for f in verdict.failures)
     assert evaluate_claim(claim("mean_abs", 1e-6), "cand", "c", dict(ref), ref).passed
+
+
+# --------------------------------------------------------------------------------------------
+# Declared outputs: covered by a claim or waived with a reason; a declared output nothing
+# produces fails in record and in gate.
+
+BOX_DECLARED = 'outputs = ["boxes/question", "boxes/editor"]'
+BOX_WITH_LOGITS = 'outputs = ["boxes/question", "boxes/editor", "logits"]'
+
+
+def _box_port(tmp_path, *, declared: str = BOX_WITH_LOGITS, waived: str = ""):
+    from spec_helpers import copy_box_port
+
+    project = copy_box_port(tmp_path)
+    path = project / "parity.toml"
+    text = path.read_text()
+    assert BOX_DECLARED in text
+    text = text.replace(BOX_DECLARED, declared)
+    if waived:
+        text = text.replace("format_version = 1", "format_version = 2").replace(
+            "\n[cases.leetcode]", f"\n[waived]\n{waived}\n\n[cases.leetcode]"
+        )
+    path.write_text(text)
+    return project
+
+
+def test_declared_output_no_claim_covers_is_refused_at_load(tmp_path, capsys):
+    from paritygate.cli import main
+
+    project = _box_port(tmp_path)
+    assert main(["record", str(project / "parity.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "'logits' covered by no claim" in err and "outputs" in err
+    assert not (project / "references").exists()
+
+
+def test_waiver_needs_a_reason_and_a_declared_output(tmp_path):
+    from paritygate.errors import SpecError
+    from paritygate.spec import load_spec
+
+    with pytest.raises(SpecError, match="waived.logits: expected the reason"):
+        load_spec(_box_port(tmp_path / "a", waived='logits = ""') / "parity.toml")
+    with pytest.raises(SpecError, match="waived.scores: not a declared output"):
+        load_spec(_box_port(tmp_path / "b", waived='scores = "x"') / "parity.toml")
+    # A waiver in a version-1 spec is refused with the version it needs.
+    project = _box_port(tmp_path / "c", waived='logits = "debug"')
+    path = project / "parity.toml"
+    path.write_text(path.read_text().replace("format_version = 2", "format_version = 1"))
+    with pytest.raises(SpecError, match="needs format_version = 2"):
+        load_spec(path)
+
+
+def test_waived_declared_output_that_nothing_produces_fails_record(tmp_path, capsys):
+    from paritygate.cli import main
+
+    project = _box_port(tmp_path, waived='logits = "the detector head, gated upstream"')
+    assert main(["record", str(project / "parity.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "did not produce the declared output(s) 'logits'" in err
+    assert not (project / "references").exists()
+    # Good case: declared as the runners produce it, with every output covered, it records.
+    good = _box_port(tmp_path / "good", declared=BOX_DECLARED)
+    assert main(["record", str(good / "parity.toml")]) == 0
+
+
+def test_declared_output_missing_from_an_older_reference_fails_the_gate(tmp_path, capsys):
+    from paritygate.cli import main
+
+    project = _box_port(tmp_path, declared=BOX_DECLARED)
+    assert main(["record", str(project / "parity.toml")]) == 0
+    assert main(["gate", str(project / "parity.toml")]) == 0
+    path = project / "parity.toml"
+    text = path.read_text()
+    path.write_text(
+        text.replace(BOX_DECLARED, BOX_WITH_LOGITS)
+        .replace("format_version = 1", "format_version = 2")
+        .replace("\n[cases.leetcode]", '\n[waived]\nlogits = "debug"\n\n[cases.leetcode]')
+    )
+    capsys.readouterr()
+    assert main(["gate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "declared output(s) 'logits' not in the recorded reference" in out

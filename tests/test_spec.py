@@ -57,7 +57,7 @@ def test_malformed_toml_names_file_and_line(tmp_path):
 def test_unknown_keys_are_rejected_by_name(tmp_path, addition, key):
     text = _error(
         tmp_path,
-        TINY_SPEC.replace("format_version = 1\n", "format_version = 1" + addition, 1)
+        TINY_SPEC.replace("format_version = 2\n", "format_version = 2" + addition, 1)
         if "colour" in addition
         else TINY_SPEC + addition,
     )
@@ -145,7 +145,7 @@ status = "provisional"
 
 def test_format_version_is_checked(tmp_path):
     assert "format_version" in _error(
-        tmp_path, TINY_SPEC.replace("format_version = 1", "format_version = 9")
+        tmp_path, TINY_SPEC.replace("format_version = 2", "format_version = 9")
     )
 
 
@@ -178,6 +178,7 @@ def test_parse_slice():
 def test_pyproject_table_is_a_spec_and_errors_name_the_table(tmp_path):
     body = (
         TINY_SPEC.replace("[cases.", "[tool.paritygate.cases.")
+        .replace("[waived]", "[tool.paritygate.waived]")
         .replace("[runners.", "[tool.paritygate.runners.")
         .replace("[claims.", "[tool.paritygate.claims.")
     )

@@ -854,6 +854,17 @@ def run_gate(
                 return None
             raise
 
+    # Declared outputs the recorded reference lacks: nothing would ever compare them.
+    if stored:
+        for case in case_names:
+            expected = expected_for(case)
+            missing = spec.not_produced(expected) if expected is not None else []
+            if missing:
+                result.errors.append(
+                    f"reference {ref_name}, case {case}: declared output(s) "
+                    f"{', '.join(map(repr, missing))} not in the recorded reference (the reference "
+                    "runner does not produce them)"
+                )
     # Structure: every runner's outputs against the reference (missing and extra outputs).
     for name in stored_names:
         if name == ref_name:
@@ -1000,13 +1011,26 @@ def _paired_verdicts(
         # tree: the paired oracle flattens it back to the same names ('boxes/editor').
         return _nested({k: v for k, v in outputs.items() if claim.covers(k) or k == counter})
 
+    def declared(runner: str, case: str, outputs: dict[str, Any]) -> dict[str, Any]:
+        missing = spec.not_produced(outputs)
+        if missing:
+            error = (
+                f"runner {runner}, case {case}: declared output(s) "
+                f"{', '.join(map(repr, missing))} not produced"
+            )
+            if error not in result.errors:
+                result.errors.append(error)
+        return outputs
+
     try:
         for case_name in cases:
             case = spec.cases[case_name]
             try:
                 noop = claim.oracle == "no-op"
                 outcome = paired(
-                    lambda: kept(ref_runner.run(case).outputs),
+                    lambda: kept(
+                        declared(spec.reference.name, case_name, ref_runner.run(case).outputs)
+                    ),
                     lambda: kept(cand_runner.run(case).outputs),
                     label=f"{claim.id} {case_name}",
                     check_a=noop,

@@ -376,6 +376,14 @@ def _record_locked(
                     f"reference runner {runner.name} produced outputs not declared in the spec's outputs: {', '.join(undeclared)}",
                     where=str(spec.path),
                 )
+            missing = spec.not_produced(result.outputs)
+            if missing:
+                raise RecordError(
+                    f"reference runner {runner.name} did not produce the declared output(s) "
+                    f"{', '.join(map(repr, missing))} on case {case.name}: a declared output "
+                    "nothing produces would never be compared",
+                    where=str(spec.path),
+                )
             outputs[case.name] = result.outputs
             seconds[case.name] = result.seconds
         if progress:

@@ -28,6 +28,7 @@ from .errors import SpecError
 
 __all__ = [
     "SPEC_FORMAT_VERSION",
+    "READABLE_SPEC_VERSIONS",
     "METRICS",
     "Case",
     "OutputMap",
@@ -42,7 +43,15 @@ __all__ = [
     "NOOP_STORED_REASON",
 ]
 
-SPEC_FORMAT_VERSION = 1
+# Spec format history (a spec names its version in ``format_version``):
+#   1  the first format.
+#   2  every declared output must be covered by a claim or waived with a reason in
+#      ``[waived]`` (output name or glob -> reason). Migration: a version-1 spec still loads
+#      when every declared output is covered; one that declares an output no claim covers is
+#      refused naming it, and adding a claim or a ``[waived]`` entry (with format_version = 2)
+#      fixes it.
+SPEC_FORMAT_VERSION = 2
+READABLE_SPEC_VERSIONS = (1, 2)
 
 # metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
 METRICS: dict[str, tuple[str, str]] = {
@@ -211,6 +220,8 @@ class Spec:
     claims: dict[str, Claim]
     hardware: dict[str, HardwareClass]
     pins: dict[str, Any] = field(default_factory=dict)  # project-wide pins recorded with references
+    # Declared outputs deliberately not gated: output name or glob -> the reason (format 2).
+    waived: dict[str, str] = field(default_factory=dict)
 
     @property
     def reference(self) -> Runner:
@@ -227,6 +238,11 @@ class Spec:
 
     def declared(self, output: str) -> bool:
         return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
+
+    def not_produced(self, produced: Iterable[str]) -> list[str]:
+        """The declared outputs named literally (no glob) that ``produced`` lacks."""
+        names = set(produced)
+        return [d for d in self.outputs if not any(ch in d for ch in "*?[") and d not in names]
 
     def key(self, *parts: str) -> str:
         """The dotted key of a spec entry as written in the file (for messages)."""
@@ -397,15 +413,19 @@ class _Validator:
                 "hardware",
                 "pins",
                 "bootstrap",
+                "waived",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
         version = data["format_version"]
-        if version != SPEC_FORMAT_VERSION or isinstance(version, bool):
+        if version not in READABLE_SPEC_VERSIONS or isinstance(version, bool):
             raise self.error(
                 "format_version",
-                f"this paritygate reads spec format_version = {SPEC_FORMAT_VERSION}, got {version!r}",
+                "this paritygate reads spec format_version "
+                f"{' or '.join(map(str, READABLE_SPEC_VERSIONS))}, got {version!r}",
             )
+        if "waived" in data and version < 2:
+            raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
         references = self.inside(data.get("references", "references"), "references")
         reports = self.inside(data.get("reports", "parity-reports"), "reports")
@@ -427,11 +447,14 @@ class _Validator:
             cid: self.claim(cid, value, runners, outputs, hardware, cases)
             for cid, value in claims_table.items()
         }
+        waived = self.waived(data.get("waived", {}), outputs)
+        self.check_coverage(outputs, claims, waived)
         return Spec(
             path=self.path,
             root=self.root,
             table=self.table,
             format_version=version,
+            waived=waived,
             name=name,
             references=references,
             reports=reports,
@@ -442,6 +465,39 @@ class _Validator:
             hardware=hardware,
             pins=dict(pins),
         )
+
+    def waived(self, value: Any, outputs: tuple[str, ...]) -> dict[str, str]:
+        table = self.table_of(value, "waived")
+        for name, reason in table.items():
+            key = f"waived.{name}"
+            if not any(fnmatch.fnmatchcase(name, d) or name == d for d in outputs):
+                raise self.error(
+                    key, f"not a declared output (declared outputs: {', '.join(outputs)})"
+                )
+            if not isinstance(reason, str) or not reason.strip():
+                raise self.error(
+                    key, "expected the reason the output is not gated, as a non-empty string"
+                )
+        return dict(table)
+
+    def check_coverage(
+        self, outputs: tuple[str, ...], claims: dict[str, Claim], waived: dict[str, str]
+    ) -> None:
+        """Every declared output is covered by a claim's outputs or waived with a reason: an output
+        nothing covers is never compared, so a port that never produces it would pass."""
+        uncovered = [
+            d
+            for d in outputs
+            if not any(c.covers(d) for c in claims.values())
+            and not any(fnmatch.fnmatchcase(d, w) for w in waived)
+        ]
+        if uncovered:
+            raise self.error(
+                "outputs",
+                f"declared output(s) {', '.join(map(repr, uncovered))} covered by no claim: "
+                "nothing would compare them; add a claim that covers them, or waive them with a "
+                'reason (format_version = 2, [waived] "name" = "why it is not gated")',
+            )
 
     def name_ok(self, value: str, key: str) -> None:
         if not _NAME.match(value):
