@@ -432,3 +432,43 @@ def test_spec_in_pyproject(tmp_path):
     spec.unlink()
     [problem] = check_claims([readme], pyproject).problems
     assert "the gate's bound 30 px (pyproject.toml:" in str(problem)
+
+
+@pytest.mark.parametrize(
+    "published,bound,looser",
+    [
+        ("0.99999999992", "0.99999999932", True),  # the README tightened in the ninth digit
+        ("0.99999999932", "0.99999999902", True),  # the spec loosened in the ninth digit
+        ("0.99999999932", "0.99999999992", False),  # stricter in the gate still differs
+    ],
+)
+def test_cosine_bounds_compare_as_written_not_within_a_float_tolerance(
+    tmp_path, published, bound, looser
+):
+    spec_claims = _claims().replace("bound = 0.97", f"bound = {bound}")
+    spec, _ = _project(tmp_path, spec_claims=spec_claims)
+    text = README.replace("cosine ≥ 0.97 <!--", f"cosine ≥ {published} <!--")
+    (tmp_path / "README.md").write_text(text)
+    [problem] = check_claims([tmp_path / "README.md"], spec).problems
+    message = str(problem)
+    assert ("looser than the published" in message) == looser
+    assert bound in message and published in message
+    one_minus = lambda x: format(1 - __import__("decimal").Decimal(x), "g")  # noqa: E731
+    assert f"as 1 − x: published {one_minus(published)}, gate {one_minus(bound)}" in message
+
+
+@pytest.mark.parametrize(
+    "published,bound",
+    [
+        ("0.99999999932", "0.99999999932"),
+        ("99.5 %", "0.995"),
+        ("0.97", "9.7e-1"),
+        ("0.970", "0.97"),
+    ],
+)
+def test_bounds_written_differently_but_equal_in_decimal_pass(tmp_path, published, bound):
+    spec_claims = _claims().replace("bound = 0.97", f"bound = {bound}")
+    spec, _ = _project(tmp_path, spec_claims=spec_claims)
+    text = README.replace("cosine ≥ 0.97 <!--", f"cosine ≥ {published} <!--")
+    (tmp_path / "README.md").write_text(text)
+    assert check_claims([tmp_path / "README.md"], spec).problems == []

@@ -24,6 +24,7 @@ import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,9 @@ class PublishedNumber:
     comparator: str | None = None  # "<=", "<", ">=", ">", "=", "~", "±"
     unit: str = ""
     resolution: float = 0.0
+    # The value exactly as written (decimal, scaled by a written power of ten): bounds are
+    # compared in decimal, not as floats within a relative tolerance.
+    exact: Decimal | None = None
 
     @property
     def percent(self) -> bool:
@@ -170,8 +174,10 @@ def parse_number(text: str) -> PublishedNumber | None:
     if match.group("num2"):
         high, decimals2 = _to_float(match.group("num2"))
         decimals = max(decimals, decimals2)
+    exact = _to_decimal(match.group("num"))
     if match.group("exp"):
         exponent = int(match.group("exp").replace("−", "-"))
+        exact = exact.scaleb(exponent) if exact is not None else None
         value = _scaled(value, exponent)
         high = _scaled(high, exponent) if high is not None else None
         decimals -= exponent
@@ -186,7 +192,17 @@ def parse_number(text: str) -> PublishedNumber | None:
         comparator=comparator,
         unit=unit,
         resolution=0.5 * 10.0 ** (-decimals),
+        exact=exact,
     )
+
+
+def _to_decimal(text: str) -> Decimal | None:
+    clean = text.replace("−", "-").replace(",", "").replace("_", "")
+    clean = clean.replace("\u2009", "").replace("\u202f", "")
+    try:
+        return Decimal(clean)
+    except InvalidOperation:
+        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,6 +298,7 @@ class SpecClaim:
     line: int | None = None  # the line of its [claims.<id>] table in the spec
     activity: tuple[float, float] | None = None  # the activity band (min, max), if any
     activity_counter: str = ""
+    exact_bound: Decimal | None = None  # the bound exactly as the spec writes it
 
 
 def _directions() -> dict[str, str]:
@@ -320,10 +337,13 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
         raise SpecError(f"cannot read the spec: {exc}", where=str(path)) from None
     try:
         data = tomllib.loads(text)
+        # The same document with every float kept as written: bounds compare in decimal.
+        written = tomllib.loads(text, parse_float=Decimal)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
     table: tuple[str, ...] = ()
     if path.name == "pyproject.toml":
+        written = written.get("tool", {}).get("paritygate")
         data = data.get("tool", {}).get("paritygate")
         table = ("tool", "paritygate")
         if not isinstance(data, dict):
@@ -351,8 +371,13 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
             for k in ("min", "max")
         ):
             band = (float(activity["min"]), float(activity["max"]))
+        exact_bound = None
+        if bound is not None:
+            raw = (written.get("claims") or {}).get(claim_id, {}).get("bound")
+            exact_bound = Decimal(raw) if isinstance(raw, (int, Decimal)) else None
         claims[claim_id] = SpecClaim(
             id=claim_id,
+            exact_bound=exact_bound,
             bound=float(bound) if bound is not None else None,
             unit=str(value.get("unit", "") or ""),
             metric=str(value.get("metric", "")),
@@ -433,6 +458,28 @@ def _canonical_unit(unit: str) -> str | None:
     return _UNIT_ALIASES.get(unit.strip().lower())
 
 
+# Metrics whose bounds sit just below 1, where the digits that matter are those of 1 − x.
+ONE_MINUS_METRICS = frozenset({"cosine", "ssim", "agreement", "accuracy"})
+
+
+def _decimal_text(value: Decimal) -> str:
+    text = format(value.normalize(), "g")
+    return text if len(text) <= 24 else f"{value:.10e}"
+
+
+def _published_text(value: float, exact: Decimal | None) -> str:
+    if exact is None:
+        return _num(value)
+    text = _decimal_text(exact)
+    return text if Decimal(_num(value)) != exact else _num(value)
+
+
+def _bound_text(claim: SpecClaim, unit: str) -> str:
+    if claim.exact_bound is None or Decimal(_num(claim.bound)) == claim.exact_bound:
+        return _with_unit(claim.bound, unit)
+    return f"{_decimal_text(claim.exact_bound)} {unit}".strip()
+
+
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -449,8 +496,10 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
             Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")
         ]
     published = number.value
+    published_exact = number.exact
     if number.percent and _canonical_unit(claim.unit) != "%":
         published = number.value / 100.0  # 2 % of a fraction-valued metric is 0.02
+        published_exact = published_exact.scaleb(-2) if published_exact is not None else None
     published_unit = _canonical_unit(number.unit) if not number.percent else None
     claim_unit = _canonical_unit(claim.unit)
     if published_unit and claim_unit and published_unit != claim_unit:
@@ -475,21 +524,36 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
                     f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})",
                 )
             )
-    if not _same(published, claim.bound):
+    exact = published_exact is not None and claim.exact_bound is not None
+    if exact:
+        # As written, in decimal: near 1 a cosine bound changed in its ninth digit is a
+        # different claim (a float tolerance would call 0.99999999932 and 0.99999999992 equal).
+        differs = published_exact != claim.exact_bound
+        p_cmp, b_cmp = published_exact, claim.exact_bound
+    else:
+        differs = not _same(published, claim.bound)
+        p_cmp, b_cmp = published, claim.bound
+    if differs:
         looser = None
         if claim.direction == "max":
-            looser = claim.bound > published
+            looser = b_cmp > p_cmp
         elif claim.direction == "min":
-            looser = claim.bound < published
+            looser = b_cmp < p_cmp
         unit = claim.unit or ("" if number.percent else number.unit)
+        gap = ""
+        if exact and claim.metric in ONE_MINUS_METRICS:
+            gap = (
+                f" (as 1 − x: published {_decimal_text(1 - published_exact)}, gate "
+                f"{_decimal_text(1 - claim.exact_bound)})"
+            )
         if looser:
             problems.append(
                 Problem(
                     where,
                     claim.id,
-                    f"the gate's bound {_with_unit(claim.bound, unit)} ({spec_where}) is looser "
-                    f"than the published {number.text!r} ({_num(published)}): the gate does not "
-                    f"enforce the number the doc publishes",
+                    f"the gate's bound {_bound_text(claim, unit)} ({spec_where}) is looser "
+                    f"than the published {number.text!r} ({_published_text(published, published_exact)})"
+                    f"{gap}: the gate does not enforce the number the doc publishes",
                 )
             )
         else:
@@ -497,9 +561,9 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
                 Problem(
                     where,
                     claim.id,
-                    f"published {number.text!r} ({_num(published)}) differs from the gate's "
-                    f"bound {_with_unit(claim.bound, unit)} ({spec_where}): publish the number "
-                    "the gate enforces",
+                    f"published {number.text!r} ({_published_text(published, published_exact)}) "
+                    f"differs from the gate's bound {_bound_text(claim, unit)} ({spec_where})"
+                    f"{gap}: publish the number the gate enforces",
                 )
             )
     return problems
