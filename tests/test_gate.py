@@ -61,10 +61,11 @@ def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_por
     )
     # the command line says the same and exits 1
     assert main(["gate", str(box_port / "parity.toml")]) == 1
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL panel-edges port 2/3 cases worst 3 px @ wide_editor bound 2 px over by 1" in out
     assert (
-        "panel-edges · port · case wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 exceeded by 1"
-        in out
+        "wide_editor: edge_delta at box editor, edge x2 observed 3 bound 2 over by 1 "
+        "(actual 303, expected 300 px) a bound of 3 would have held" in out
     )
 
 
@@ -195,14 +196,12 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     path = _tiny(tmp_path, spec_text)
     assert main(["gate", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "runner cand, case a: crash: exited with status 7" in out
-    assert "fatal: cannot open model weights at /nonexistent/weights.bin" in out
-    # the stderr is shown once per failed case, with the run error; the claim verdict points there
-    assert out.count("/nonexistent/weights.bin") == 2
-    assert (
-        "FAIL y-close · cand · case a: run (runner cand produced no outputs for this case (its run error says why))"
-        in out
-    )
+    # one line for the crash on every case, its stderr once, before the claims
+    assert out.startswith("ERROR runner cand crashed on 2/2 cases (a, b): exited with status 7\n")
+    assert out.count("fatal: cannot open model weights at /nonexistent/weights.bin") == 1
+    assert "FAIL  y-close  cand  0/2 cases  no outputs" in out
+    assert "no outputs on 2 case(s): the runner failed (see above)" in out
+    assert out.rstrip().splitlines()[-1].endswith("parity-reports/report.html")
     result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
     assert any("/nonexistent/weights.bin" in e for e in result["errors"])
     # the same command without the fault passes: the runner itself is sound
@@ -530,8 +529,9 @@ def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
     finally:
         sys.modules["tiny"].RELEASE.set()
     out = capsys.readouterr().out
-    assert "runner cand, case a: timeout: no result within 0.5 s" in out
-    assert "runner cand, case b: timeout: not run: the call for case a timed out" in out
+    out = " ".join(out.split())
+    assert "runner cand timed out on 1/2 cases (a): no result within 0.5 s" in out
+    assert "runner cand timed out on 1/2 cases (b): not run: the call for case a timed out" in out
 
 
 def test_progress_reports_every_runner_and_case_then_done(tmp_path):

@@ -395,12 +395,24 @@ def evaluate_claim(
     if not expected:
         failures.append(
             Failure(
-                "no_output", None, None, detail="the reference holds no output this claim covers"
+                "no_output",
+                None,
+                None,
+                detail="the reference holds no output this claim covers "
+                f"({', '.join(claim.outputs)})",
             )
         )
     excess = None
     if observed is not None and not claim.holds(observed):
         excess = _excess(claim, observed)
+    if (
+        observed is not None
+        and "bound_that_passes" not in evidence
+        and isinstance(observed, (int, float))
+        and math.isfinite(observed)
+    ):
+        # One documented key for every claim kind: the tightest bound this case would meet.
+        evidence["bound_that_passes"] = observed
     return ClaimVerdict(
         claim_id=claim.id,
         candidate=candidate,
@@ -439,6 +451,7 @@ def _dataset(
 
     failures: list[Failure] = []
     rows, labels, ref_rows = [], [], []
+    origins: list[str] = []  # "case/output[row]" of every row, for the ids that disagree
     label_key = claim.params.get("label", "label")
     for case in cases:
         out = actual.get(case)
@@ -463,6 +476,11 @@ def _dataset(
             scores = np.asarray(covered[name], dtype=np.float64)
             scores = scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
             rows.append(scores)
+            suffix = f"/{name}" if len(covered) > 1 else ""
+            origins.extend(
+                f"{case}{suffix}" + (f"[{i}]" if len(scores) > 1 else "")
+                for i in range(len(scores))
+            )
             if claim.metric == "agreement" and name in reference:
                 ref = np.asarray(reference[name], dtype=np.float64)
                 ref_rows.append(ref.reshape(-1, ref.shape[-1]) if ref.ndim else ref.reshape(1, 1))
@@ -486,7 +504,9 @@ def _dataset(
         scores = np.concatenate(rows)
         evidence["rows"] = int(len(scores))
         if claim.metric == "accuracy":
-            observed = float(np.mean(scores.argmax(axis=1) == np.concatenate(labels)))
+            hits = scores.argmax(axis=1) == np.concatenate(labels)
+            observed = float(np.mean(hits))
+            _disagreeing(evidence, hits, origins, "wrong")
         elif claim.metric == "ece":
             probs = (
                 _softmax(scores)
@@ -498,9 +518,9 @@ def _dataset(
             )
         else:  # agreement with the reference's argmax
             if ref_rows and sum(len(r) for r in ref_rows) == len(scores):
-                observed = float(
-                    np.mean(scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1))
-                )
+                hits = scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1)
+                observed = float(np.mean(hits))
+                _disagreeing(evidence, hits, origins, "disagreeing")
             else:
                 failures.append(
                     Failure(
@@ -511,7 +531,13 @@ def _dataset(
                     )
                 )
     if observed is None:
-        failures.append(Failure(claim.metric, claim.bound, None, detail="nothing to measure"))
+        detail = "nothing to measure"
+        if not rows:
+            detail += (
+                f": no candidate output matches {', '.join(claim.outputs)}"
+                f" (claims.{claim.id}.outputs)"
+            )
+        failures.append(Failure(claim.metric, claim.bound, None, detail=detail))
     elif not claim.holds(observed):
         failures.append(
             Failure(
@@ -520,6 +546,7 @@ def _dataset(
                 observed,
                 _excess(claim, observed),
                 where=f"over {len(cases)} cases",
+                detail=_ids_detail(evidence),
             )
         )
     return ClaimVerdict(
@@ -536,6 +563,28 @@ def _dataset(
         failures=failures,
         evidence=evidence,
     )
+
+
+DISAGREEING_K = 10  # row ids kept as evidence of a decision claim
+
+
+def _disagreeing(evidence: dict[str, Any], hits: Any, origins: list[str], word: str) -> None:
+    """The first DISAGREEING_K rows whose decision differs, by "case[row]", and their count."""
+    misses = (
+        [origins[i] for i in range(len(hits)) if not hits[i]] if len(origins) == len(hits) else []
+    )
+    evidence["disagreeing"] = misses[:DISAGREEING_K]
+    evidence["disagreeing_count"] = int(len(hits) - int(hits.sum()))
+    evidence["disagreeing_word"] = word
+
+
+def _ids_detail(evidence: dict[str, Any]) -> str:
+    ids = evidence.get("disagreeing") or []
+    if not ids:
+        return ""
+    more = evidence.get("disagreeing_count", len(ids)) - len(ids)
+    text = f"{evidence.get('disagreeing_word', 'disagreeing')}: {', '.join(ids)}"
+    return text + (f" and {more} more" if more > 0 else "")
 
 
 _SPEED_QUANTILES = {"p50_ms": 0.5, "p90_ms": 0.9, "p95_ms": 0.95}

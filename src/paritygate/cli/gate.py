@@ -128,7 +128,8 @@ def verify_command(spec_path: Path) -> int:
 def _show_drift(console: Any, lines: list[str]) -> None:
     if lines:
         console.print(
-            "[bold red]DRIFT[/] — something pinned shifted (this does not say the candidate is wrong); re-record deliberately:"
+            "[bold red]DRIFT[/] — something pinned shifted (this does not say the candidate "
+            "is wrong); re-record deliberately:"
         )
         for line in lines:
             console.print(f"  {line}", markup=False)
@@ -155,12 +156,14 @@ def _show_drift(console: Any, lines: list[str]) -> None:
     default=None,
     help="Folder for the reports (default: the spec's `reports`).",
 )
+@click.option("--verbose", "-v", is_flag=True, help="A row per case under every claim.")
 def gate_command(
     spec_path: Path,
     claims: tuple[str, ...],
     cases: tuple[str, ...],
     hardware: str | None,
     out_dir: Path | None,
+    verbose: bool,
 ) -> int:
     """Verify, run every candidate on every case, and evaluate every claim.
 
@@ -168,9 +171,7 @@ def gate_command(
     failed or no claim was evaluated; 3 on drift.
     """
     from ..gate import run_gate
-    from ..reports import verdict_table, write_all
-    from ..reports._common import failure_text
-    from ..results import to_jsonable
+    from ..reports import write_all
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
@@ -180,32 +181,7 @@ def gate_command(
         )
     data = result.to_dict()
     paths = write_all(data, out_dir if out_dir is not None else spec.reports)
-    console = _console()
-    _show_drift(console, [_drift_line(d) for d in data["drift"]])
-    console.print(verdict_table(data))
-    for verdict in result.verdicts:
-        if verdict.passed:
-            continue
-        scope = f"case {verdict.case}" if verdict.case else "dataset"
-        for failure in verdict.failures:
-            console.print(
-                f"[red]FAIL[/] {verdict.claim_id} · {verdict.candidate} · {scope}: ", end=""
-            )
-            console.print(failure_text(to_jsonable(failure)), markup=False)
-    for error in result.errors:
-        console.print("[red]ERROR[/] ", end="")
-        console.print(error, markup=False)
-    for line in result.provenance.get("unpinned_differences", []):
-        console.print(f"[dim]info: {line}[/]")
-    # Claims not evaluated are listed by name under the table (its caption), once.
-    console.print(f"reports: {paths['markdown'].parent}")
+    from ..reports.terminal import print_result
+
+    print_result(_console(), data, verbose=verbose, report=str(paths["html"]))
     return result.exit_code
-
-
-def _drift_line(item: dict[str, Any]) -> str:
-    text = f"{item['kind']}: {item['subject']}"
-    if item.get("expected") is not None or item.get("observed") is not None:
-        text += f": expected {item.get('expected')}, found {item.get('observed')}"
-    if item.get("detail"):
-        text += f" ({item['detail']})"
-    return text

@@ -21,18 +21,15 @@ __all__ = ["report_command"]
 def report_command(result_file: Path, out_dir: Path | None) -> int:
     """Re-render result.json, summary.md, junit.xml and report.html of an earlier gate run.
 
-    Prints the verdict table and the report paths. The exit code is the run's own
+    Prints one line per claim and the path of report.html. The exit code is the run's own
     (0 every claim holds, 1 a claim is violated, 3 drift); 2 when RESULT.json is not a
     paritygate gate result.
     """
-    from ..reports import load_result, verdict_table, write_all
+    from ..reports import load_result, write_all
     from ..reports._common import exit_code
-    from ..reports.terminal import console
+    from ..reports.terminal import console, print_result
 
     result = load_result(result_file)
     paths = write_all(result, out_dir if out_dir is not None else result_file.parent)
-    out = console()
-    out.print(verdict_table(result))
-    for name, path in paths.items():
-        out.print(f"{name:>8}: {path}", highlight=False, soft_wrap=True)
+    print_result(console(), result, report=str(paths["html"]))
     return exit_code(result)
