@@ -156,7 +156,8 @@ def test_files_of_one_unnamed_output_compare_whatever_their_names(tmp_path, caps
         code, out, err = _run([str(tmp_path / actual), str(tmp_path / expected)], capsys)
         assert code == 0, (actual, expected, out, err)
     code, out, _ = _run([str(tmp_path / "mine.json"), str(tmp_path / "off.json")], capsys)
-    assert code == 1 and "output off: FAIL" in out and "2: 3 vs 4" in out
+    assert code == 1 and "output off: FAIL" in out
+    assert "2      3       4         1         1" in out  # index, actual, expected, diff, excess
     # An object names its outputs: it is not renamed to the other file's stem.
     code, out, _ = _run([str(tmp_path / "named.json"), str(tmp_path / "theirs.json")], capsys)
     assert code == 1 and "missing: theirs" in out and "extra: mine" in out

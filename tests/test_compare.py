@@ -401,6 +401,32 @@ def test_comparison_table_renders_every_output():
     assert "MISSING" in text and "FAIL" in text and "PASS" in text
 
 
+def test_comparison_table_at_80_columns_keeps_every_header_and_cell_whole():
+    """At 80 columns the columns that fit are shown whole (no 'out…', 'ver…'); the rest are
+    named under the table; a wide terminal shows all of them."""
+    from rich.console import Console
+
+    result = compare(
+        {"logits": {"first_layer": np.ones((32, 10))}, "probabilities": np.full(4, 0.5)},
+        {"logits": {"first_layer": np.ones((32, 10)) + 1e-7}, "probabilities": np.full(4, 0.25)},
+        atol=1e-6,
+    )
+    narrow = Console(width=80, record=True, color_system=None)
+    narrow.print(comparison_table(result))
+    lines = narrow.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in "".join(lines)
+    at = next(i for i, line in enumerate(lines) if line.startswith("output "))
+    assert lines[at].split()[:4] == ["output", "verdict", "max_abs", "1-cosine"]
+    rows = {line.split()[0]: line.split() for line in lines[at + 1 : at + 3]}
+    assert rows["logits/first_layer"][1:3] == ["PASS", "1e-07"]
+    assert rows["probabilities"][1:3] == ["FAIL", "0.25"]
+    assert "not shown at this width: " in " ".join(lines[at + 3 :])
+    wide = Console(width=250, record=True, color_system=None)
+    wide.print(comparison_table(result))
+    wide_text = wide.export_text()
+    assert "worst (index: actual vs expected)" in wide_text and "not shown" not in wide_text
+
+
 def test_public_api_exported():
     for name in ("compare", "compare_output", "flatten_outputs", "assert_parity"):
         assert name in paritygate.__all__ and hasattr(paritygate, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -156,12 +155,10 @@ def compare_command(
 
 
 def _print_report(comparison) -> None:
-    from rich.console import Console
-
+    from ..reports.terminal import console as make_console
     from ..reports.text import comparison_table, format_output, output_name
 
-    # Outside a terminal (CI logs, pipes) rich would wrap the table at 80 columns.
-    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    console = make_console()
     console.print(comparison_table(comparison))
     for path in comparison.missing:
         console.print(

@@ -8,12 +8,10 @@ passed. Every failing output is listed, not just the first.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+import textwrap
+from typing import Any
 
 from ..results import Comparison, OutputComparison, Tolerance
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 __all__ = ["format_comparison", "format_output", "comparison_table", "output_name"]
 
@@ -172,30 +170,38 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def comparison_table(comparison: Comparison) -> Table:
-    """A rich table of every output, one row each, failing rows in red."""
-    from rich.table import Table
+def comparison_table(comparison: Comparison, width: int | None = None) -> Any:
+    """One row per output, failing rows in red, as a rich renderable.
+
+    Columns come in priority order (output, verdict, max_abs, 1 - cosine, mismatches, atol
+    needed, shape, dtypes, mean_abs, max_rel, ulp, worst element) and as many as fit the
+    console's width are shown, each whole: at 80 columns the first seven, on a wide terminal
+    all. The title line states the bounds; failing outputs are detailed below the table.
+    """
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.text import Text
+
+    from .terminal import short
 
     title = "paritygate comparison" + (f" {comparison.label}" if comparison.label else "")
     title += f": {_verdict(comparison.passed)} ({_tolerance_text(comparison.tolerance)})"
-    table = Table(title=title, show_lines=False)
-    for column, justify in (
-        ("output", "left"),
-        ("verdict", "left"),
-        ("shape", "left"),
-        ("dtypes", "left"),
-        ("max_abs", "right"),
-        ("mean_abs", "right"),
-        ("max_rel", "right"),
-        ("cosine", "right"),
-        ("ulp", "right"),
-        ("mismatches", "right"),
-        ("atol needed", "right"),
-        ("worst (index: actual vs expected)", "left"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    header = [
+        "output",
+        "verdict",
+        "max_abs",
+        "1-cosine",
+        "mismatches",
+        "atol needed",
+        "shape",
+        "dtypes",
+        "mean_abs",
+        "max_rel",
+        "ulp",
+        "worst (index: actual vs expected)",
+    ]
+    right = {2, 3, 4, 5, 8, 9, 10}
+    rows: list[tuple[list[str], bool]] = []
     for out in comparison.outputs:
-        style = None if out.passed else "red"
         dtypes = (
             out.dtype_actual
             if out.dtype_actual == out.dtype_expected
@@ -206,29 +212,67 @@ def comparison_table(comparison: Comparison) -> Table:
         worst = ""
         if out.worst:
             el = out.worst[0]
-            worst = f"{','.join(str(i) for i in el.index) or '()'}: {_num(el.actual)} vs {_num(el.expected)}"
+            index = ",".join(str(i) for i in el.index) or "()"
+            worst = f"{index}: {_num(el.actual)} vs {_num(el.expected)}"
         # An empty output against a non-empty one (shape None) has no metrics to show.
         numeric = out.compared_as not in ("str", "bytes") and out.shape is not None
-        cosine = "-"
+        one_minus = "-"
         if numeric:
-            cosine = f"{out.cosine:.9g}" if out.cosine is not None else "undefined"
-        table.add_row(
-            output_name(out.path),
-            _verdict(out.passed),
-            "-" if out.shape is None else str(tuple(out.shape)),
-            dtypes,
-            _num(out.max_abs) if numeric else "-",
-            _num(out.mean_abs) if numeric else "-",
-            _num(out.max_rel) if numeric else "-",
-            cosine,
-            _num(out.ulp_max),
-            f"{out.mismatches}/{out.size}",
-            _num(out.atol_needed) if numeric else "-",
-            worst or (out.failures[0].where if out.failures else ""),
-            style=style,
+            one_minus = short(1.0 - out.cosine) if out.cosine is not None else "undefined"
+        rows.append(
+            (
+                [
+                    output_name(out.path),
+                    _verdict(out.passed),
+                    short(out.max_abs) if numeric else "-",
+                    one_minus,
+                    f"{out.mismatches}/{out.size}",
+                    short(out.atol_needed) if numeric else "-",
+                    "-" if out.shape is None else "x".join(str(n) for n in out.shape) or "()",
+                    dtypes,
+                    short(out.mean_abs) if numeric else "-",
+                    short(out.max_rel) if numeric else "-",
+                    _num(out.ulp_max),
+                    worst or (out.failures[0].where if out.failures else ""),
+                ],
+                out.passed,
+            )
         )
     for path in comparison.missing:
-        table.add_row(output_name(path), "MISSING", *[""] * 10, style="red")
+        rows.append(([output_name(path), "MISSING"] + [""] * 10, False))
     for path in comparison.extra:
-        table.add_row(output_name(path), "EXTRA", *[""] * 10, style="red")
-    return table
+        rows.append(([output_name(path), "EXTRA"] + [""] * 10, False))
+
+    class _Table:
+        def __rich_console__(self, con: Console, options: ConsoleOptions) -> RenderResult:
+            limit = width or options.max_width
+            widths = [max([len(h)] + [len(r[i]) for r, _ in rows]) for i, h in enumerate(header)]
+            shown: list[int] = []
+            used = 0
+            for i, w in enumerate(widths):
+                if shown and used + 2 + w > limit:
+                    break
+                shown.append(i)
+                used += w + (2 if len(shown) > 1 else 0)
+
+            def line(cells: list[str]) -> str:
+                parts = [
+                    cells[i].rjust(widths[i]) if i in right else cells[i].ljust(widths[i])
+                    for i in shown
+                ]
+                return "  ".join(parts).rstrip()
+
+            for text in textwrap.wrap(title, width=limit, break_long_words=False) or [title]:
+                yield Text(text, style="bold")
+            yield Text(line(header), style="bold", no_wrap=True, overflow="ignore")
+            for cells, passed in rows:
+                yield Text(
+                    line(cells), style="" if passed else "red", no_wrap=True, overflow="ignore"
+                )
+            hidden = [header[i] for i in range(len(header)) if i not in shown]
+            if hidden:
+                note = f"(not shown at this width: {', '.join(hidden)}; --json has every metric)"
+                for text in textwrap.wrap(note, width=limit, break_long_words=False):
+                    yield Text(text, style="dim")
+
+    return _Table()
