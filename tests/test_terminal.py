@@ -261,3 +261,33 @@ def test_gate_command_output_at_80_columns(tmp_path, capsys, monkeypatch):
     assert main(["gate", str(path), "-v"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert ["pass", "a"] == rows[2][:2] and ["pass", "b"] == rows[3][:2]
+
+
+def test_exitfirst_stops_at_the_first_violating_case(tmp_path, capsys):
+    from spec_helpers import copy_box_port, plant_scale_bug
+
+    from paritygate.cli import main
+    from paritygate.gate import run_gate
+    from paritygate.references import record
+    from paritygate.spec import load_spec
+
+    project = copy_box_port(tmp_path)
+    spec_path = project / "parity.toml"
+    record(load_spec(spec_path))
+    # sound port: -x runs every case and passes
+    whole = run_gate(load_spec(spec_path), stop_at_first_violation=True)
+    assert whole.passed and {v.case for v in whole.verdicts} == {
+        "leetcode",
+        "wide_editor",
+        "narrow",
+    }
+    plant_scale_bug(project)
+    result = run_gate(load_spec(spec_path), stop_at_first_violation=True)
+    assert not result.passed and result.exit_code == 1
+    assert sorted(result.provenance["seconds"]["port"]) == ["leetcode", "wide_editor"]
+    assert {v.case for v in result.verdicts} == {"leetcode", "wide_editor"}
+    assert any("stopped at the first violation" in n.reason for n in result.not_evaluated)
+    # the command line's -x says the same
+    assert main(["gate", str(spec_path), "-x"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL panel-edges port 1/2 cases" in out and "stopped at the first violation" in out

@@ -775,7 +775,10 @@ def _run_all(
     result: GateResult,
     runs: _Runs,
     progress: Progress | None,
-) -> None:
+    violated: Callable[[str, str, dict[str, Any]], bool] | None = None,
+) -> bool:
+    """Run every runner on every case; with ``violated``, stop after the first run it flags
+    (returns True when it stopped)."""
     total = len(names) * len(cases)
     done = 0
     for name in names:
@@ -803,11 +806,14 @@ def _run_all(
                     runs.seconds[name][case] = run.seconds
                     if run.stderr.strip():
                         runs.stderr[name][case] = run.stderr
+                    if violated is not None and violated(name, case, run.outputs):
+                        return True
                 done += 1
         finally:
             active.deactivate()
     if progress:
         progress("done", total, total)
+    return False
 
 
 SPEED_IN_TESTS = "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite"
@@ -821,12 +827,15 @@ def run_gate(
     hardware: Iterable[str] | str | None = None,
     progress: Progress | None = None,
     speed: bool = True,
+    stop_at_first_violation: bool = False,
 ) -> GateResult:
     """Verify, run every candidate on every case, evaluate every claim; see the module docstring.
 
     ``claims`` / ``cases`` restrict the run (unknown names are a SpecError). ``hardware`` names
     this machine's hardware classes instead of matching the spec's conditions. ``speed=False``
     (the pytest plugin) lists speed claims as not evaluated: timing belongs to gate runs.
+    ``stop_at_first_violation`` (``gate -x``) stops running stored candidates at the first case
+    that violates a per-case claim; what did not run is listed as not evaluated.
     """
     claim_ids = list(claims) if claims is not None else list(spec.claims)
     case_names = list(cases) if cases is not None else list(spec.cases)
@@ -889,8 +898,30 @@ def run_gate(
                 result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
     stored = [c for c in selected if c.mode == "stored"]
     stored_names = runners_that_run(spec, [c.id for c in stored])
-    _run_all(spec, [n for n in stored_names if n != ref_name], case_names, result, runs, progress)
     reference = checked.reference
+
+    def violated(name: str, case: str, outputs: dict[str, Any]) -> bool:
+        try:
+            expected = reference.outputs(case) if reference is not None else None
+        except Exception:
+            return False  # reported by the evaluation below
+        if expected is None:
+            return False
+        return any(
+            not evaluate_claim(claim, name, case, outputs, expected).passed
+            for claim in stored
+            if name in claim.candidates and claim.scope in ("element", "edge", "output")
+        )
+
+    stopped = _run_all(
+        spec,
+        [n for n in stored_names if n != ref_name],
+        case_names,
+        result,
+        runs,
+        progress,
+        violated if stop_at_first_violation else None,
+    )
 
     def expected_for(case: str) -> dict[str, Any] | None:
         try:
@@ -996,12 +1027,30 @@ def run_gate(
                     _cross_adapter(candidate, adapter.name, case, primary, other)
                 )
 
+    if stopped:
+        _drop_unrun(result, runs, {c.id for c in stored})
     stderr = {n: s for n, s in runs.stderr.items() if s}
     if stderr:
         result.provenance["stderr"] = stderr
     result.provenance["seconds"] = runs.seconds
     result.finished = utc_now()
     return result
+
+
+def _drop_unrun(result: GateResult, runs: _Runs, stored: set[str]) -> None:
+    """After a stop at the first violation: keep the verdicts of the runs made; list the rest."""
+    kept, dropped = [], []
+    for verdict in result.verdicts:
+        ran = verdict.case is not None and verdict.case in runs.outputs.get(verdict.candidate, {})
+        paired = verdict.claim_id not in stored and not verdict.claim_id.startswith(
+            "cross-adapter:"
+        )
+        (kept if ran or paired else dropped).append(verdict)
+    result.verdicts = kept
+    for claim_id in dict.fromkeys(v.claim_id for v in dropped):
+        result.not_evaluated.append(
+            NotEvaluated(claim_id, "stopped at the first violation (-x): not run on every case")
+        )
 
 
 def _said_by_a_verdict(

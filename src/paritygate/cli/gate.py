@@ -157,6 +157,12 @@ def _show_drift(console: Any, lines: list[str]) -> None:
     help="Folder for the reports (default: the spec's `reports`).",
 )
 @click.option("--verbose", "-v", is_flag=True, help="A row per case under every claim.")
+@click.option(
+    "--exitfirst",
+    "-x",
+    is_flag=True,
+    help="Stop running candidates at the first case that violates a claim.",
+)
 def gate_command(
     spec_path: Path,
     claims: tuple[str, ...],
@@ -164,6 +170,7 @@ def gate_command(
     hardware: str | None,
     out_dir: Path | None,
     verbose: bool,
+    exitfirst: bool,
 ) -> int:
     """Verify, run every candidate on every case, and evaluate every claim.
 
@@ -177,7 +184,12 @@ def gate_command(
     spec = load_spec(spec_path)
     with _progress("gate") as update:
         result = run_gate(
-            spec, claims=claims or None, cases=cases or None, hardware=hardware, progress=update
+            spec,
+            claims=claims or None,
+            cases=cases or None,
+            hardware=hardware,
+            progress=update,
+            stop_at_first_violation=exitfirst,
         )
     data = result.to_dict()
     paths = write_all(data, out_dir if out_dir is not None else spec.reports)
