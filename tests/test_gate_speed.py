@@ -74,7 +74,7 @@ bound = {bound}
 oracle = "approximation"
 status = "provisional"
 hardware = "bench-box"
-params = {{ blocks = 4, block_size = 3, warmup = 1 }}
+params = {{ budget = 3, block_size = 3, warmup = 1 }}
 
 [hardware.bench-box]
 system = "*"
@@ -102,17 +102,21 @@ def test_speedup_claim_holds_for_a_real_speedup(tmp_path):
     assert speed.observed > 2.0
     evidence = speed.evidence
     assert evidence["format"] == "paritygate-bench-result"
-    assert len(evidence["pair_ratios"]) == 4  # one paired ratio per interleaved block pair
-    assert len(evidence["baseline"]["end_to_end_s"]) == 12  # raw samples kept
+    pairs = len(evidence["pair_ratios"])  # one paired ratio per interleaved block pair
+    assert pairs == evidence["blocks"] >= 7  # the first look needs 7 pairs
+    assert evidence["verdict"] == "faster" and evidence["threshold"] == 0.5  # the bound
+    assert 1 / evidence["ratio_ci"][1] >= 1.5  # the whole interval clears the claim
+    assert len(evidence["baseline"]["end_to_end_s"]) == 3 * pairs  # raw samples kept
 
 
 def test_speedup_claim_fails_when_the_candidate_is_not_faster(tmp_path):
     result, speed = _gate(tmp_path, "same_speed", "speedup", 1.3)
     assert not speed.passed and not result.passed
     assert speed.observed < 1.3
-    assert any(
-        "no measurable difference" in f.detail or f.metric == "speedup" for f in speed.failures
-    )
+    (failure,) = speed.failures
+    assert failure.metric == "speedup"
+    assert "the speedup's interval does not clear the bound" in failure.detail
+    assert speed.evidence["verdict"] in ("equivalent", "inconclusive")
 
 
 def test_latency_claim_needs_enough_samples_and_holds_or_fails_on_the_bound(tmp_path):
@@ -140,19 +144,17 @@ def test_reports_show_the_speed_evidence(tmp_path):
     result, speed = _gate(tmp_path / "ok", "fast", "speedup", 1.5)
     data = to_jsonable(result)
     section = render_markdown(data).split("### Speed claims", 1)[1]
-    assert "`fast` on case `a` (cand): baseline median" in section and "candidate median" in section
-    assert "speedup per block pair" in section and "baseline run-to-run variability" in section
-    assert "output checked in each of 4 blocks" in section
+    assert "`fast` on case `a` (cand): reference median" in section and "cand median" in section
+    assert "speedup per block pair median" in section and "threshold 50.00% (stated)" in section
+    assert "output checked on the first call and after each of" in section
     html = render_html(data)
     assert "<h2>Speed claims</h2>" in html and "speed samples, both sides" in html
 
     result, speed = _gate(tmp_path / "floor", "fast", "speedup", 50)
     assert not speed.passed
+    low = 1 / speed.evidence["ratio_ci"][1]  # the interval's pessimistic end is judged
     markdown = render_markdown(to_jsonable(result))
-    assert (
-        f"speedup at case a observed {fmt(speed.observed)} bound 50 short by {fmt(50 - speed.observed)}"
-        in markdown
-    )
+    assert f"speedup at case a observed {fmt(low)} bound 50 short by {fmt(50 - low)}" in markdown
     assert "exceeded by" not in markdown
 
     result, latency = _gate(tmp_path / "lat", "fast", "p50_ms", 1)

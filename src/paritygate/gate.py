@@ -658,7 +658,8 @@ def _speed(
         return bool(compare(outputs, gated))
 
     case = spec.cases[case_name]
-    blocks = int(params.get("blocks", 10))
+    blocks = int(params["blocks"]) if "blocks" in params else None
+    budget = float(params["budget"]) if "budget" in params else (None if blocks else 10.0)
     block_size = int(params.get("block_size", 20))
     warmup = int(params.get("warmup", 5))
     cand = make_runner(spec.runners[candidate], spec)
@@ -670,9 +671,9 @@ def _speed(
         if ref is None:
             q = _SPEED_QUANTILES[claim.metric]
             side = time_side(
-                lambda it: cand.run(case).outputs,
+                lambda: cand.run(case).outputs,
                 name=candidate,
-                iterations=max(blocks * block_size, min_samples_for(q)),
+                iterations=max((blocks or 10) * block_size, min_samples_for(q)),
                 warmup=warmup,
                 sync=lambda _: None,
                 check_output=same_as_gated,
@@ -687,25 +688,33 @@ def _speed(
                     "warmup": warmup,
                 },
             )
+        # The claim is the threshold: it holds when the whole interval of the speedup clears
+        # the bound (the bench rule's "faster" against that bound), stopping once decided.
+        bound = float(claim.bound)
+        threshold = params.get("threshold") or (abs(bound - 1.0) if bound != 1.0 else None)
         bench = run_bench(
-            lambda it: ref.run(case).outputs,
-            lambda it: cand.run(case).outputs,
+            lambda: ref.run(case).outputs,
+            lambda: cand.run(case).outputs,
             workload=f"{claim.id}:{case_name}",
+            budget=budget,
             blocks=blocks,
-            block_size=block_size,
-            warmup=warmup,
+            threshold=threshold,
+            block_size=int(params["block_size"]) if "block_size" in params else None,
             sync=lambda _: None,
             check_outputs=lambda _, out: same_as_gated(out),
+            names=(spec.reference.name, candidate),
         )
         failures = []
-        if not bench.improvement_counts:
+        speedup_low = 1.0 / bench.ratio_ci[1] if bench.ratio_ci[1] > 0 else math.inf
+        if not speedup_low >= bound:
             failures.append(
                 Failure(
                     "speedup",
                     claim.bound,
-                    bench.speedup,
+                    speedup_low,  # the interval's pessimistic end is what is judged
+                    claim.bound - speedup_low,
                     where=f"case {case_name}",
-                    detail=bench.verdict,
+                    detail=f"the speedup's interval does not clear the bound: {bench.describe()}",
                 )
             )
         return verdict(bench.speedup, failures, bench.to_dict())

@@ -73,7 +73,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "speedup": ("speed", "min"),  # reference time / candidate time, paired interleaved blocks
 }
 # Speed claims: which case is timed, and the experiment's shape (see paritygate.bench).
-_SPEED_PARAMS = {"case", "blocks", "block_size", "warmup"}
+_SPEED_PARAMS = {"case", "blocks", "block_size", "warmup", "budget", "threshold"}
 SCOPES = ("element", "edge", "output", "dataset", "speed")
 ORACLES = ("drift", "no-op", "equivalence", "approximation")
 MODES = ("stored", "paired")

@@ -167,21 +167,31 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
                 f"{cand.get('name', 'candidate')} median {_ms(statistics.median(c))} (n={len(c)})"
             )
         if ratios and all(r for r in ratios):
-            text = f"speedup per block pair {', '.join(fmt(1.0 / r) for r in ratios)}"  # type: ignore[operator]
-            if len(ci) == 2 and all(ci):
-                text += f"; 95% interval {fmt(1.0 / ci[1])}–{fmt(1.0 / ci[0])} x"  # type: ignore[operator]
+            per_pair = [1.0 / r for r in ratios]  # type: ignore[operator]
+            text = (
+                f"speedup per block pair median {fmt(statistics.median(per_pair))} over "
+                f"{len(per_pair)} pairs (range {fmt(min(per_pair))}–{fmt(max(per_pair))})"
+            )
+            level = as_float(evidence.get("confidence"))
+            if len(ci) == 2 and all(ci) and level:
+                text += f"; {100 * level:.4g}% interval {fmt(1.0 / ci[1])}–{fmt(1.0 / ci[0])} x"  # type: ignore[operator]
             parts.append(text)
-        if as_float(evidence.get("baseline_variability")) is not None:
+        if as_float(evidence.get("threshold")) is not None:
             parts.append(
-                f"baseline run-to-run variability {100.0 * evidence['baseline_variability']:.2f}%"
+                f"threshold {100.0 * evidence['threshold']:.2f}% {evidence.get('threshold_source', '')}".rstrip()
             )
         design = (evidence.get("provenance") or {}).get("design")
-        if design:
+        if isinstance(design, dict):
+            parts.append(
+                f"{design.get('block_pairs')} block pairs x {design.get('samples_per_block')} "
+                f"samples x {design.get('loops_per_sample')} calls"
+            )
+        elif design:
             parts.append(str(design))
         if evidence.get("output_check"):
             parts.append(f"output {evidence['output_check']}")
-        if evidence.get("verdict"):
-            parts.append(f"bench: {evidence['verdict']}")
+        if evidence.get("summary") or evidence.get("verdict"):
+            parts.append(f"bench: {evidence.get('summary') or evidence['verdict']}")
         return "; ".join(parts)
     samples = [x for x in (as_float(v) for v in evidence.get("samples_ms") or []) if x is not None]
     if samples and str(verdict.get("metric", "")).startswith("p"):

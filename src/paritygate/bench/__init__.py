@@ -1,0 +1,129 @@
+"""Benchmarks designed as experiments (seed 003), not as loops around a timer.
+
+- Baseline and candidate run in **interleaved blocks** (the order alternating AB, BA, ...) and
+  are analysed as **pairs**: each block pair gives one time ratio, so drift of the machine hits
+  both sides alike and the pairing removes it.
+- The **decision rule** (:mod:`paritygate.bench._stats`): a Hodges–Lehmann estimate of the time
+  ratio with its Wilcoxon signed-rank interval, against a threshold that is either stated (the
+  smallest change worth calling) or measured by an A/A run on this machine and workload
+  (cached). Verdicts are structured: ``faster``, ``slower``, ``equivalent``, ``inconclusive``.
+- A **time budget** runs block pairs until a look is decisive; the level is spent over the looks
+  (alpha spending) so looking repeatedly does not raise the false-alarm rate.
+- **Loops per sample** are calibrated so one sample lasts at least 100x the harness overhead;
+  **warm-up** runs until the rolling median settles (at most 10 % of the budget); the default
+  **sync** does nothing in the timed region for outputs that need none.
+- **Cold** calls are timed apart, **stages** come from the same iterations, **percentiles** need
+  enough samples, outputs are **checked while timing**, raw samples and **provenance** (with
+  the **noise checks**) are kept; results whose checked provenance differs are not compared.
+
+See docs/bench.md for the statistics and their assumptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from ..errors import InputError, UserError
+from ._compare import RunComparison, compare_runs
+from ._run import HARNESS_VERSION, BenchResult, SideSamples, run_bench, time_side
+from ._stats import Decision, Verdict, decide, format_ratio, min_pairs
+from ._timing import Iteration
+
+__all__ = [
+    "Iteration",
+    "SideSamples",
+    "BenchResult",
+    "Verdict",
+    "Decision",
+    "run_bench",
+    "time_side",
+    "compare_runs",
+    "RunComparison",
+    "decide",
+    "format_ratio",
+    "min_pairs",
+    "amdahl_bound",
+    "min_samples_for",
+    "percentile",
+    "input_fingerprint",
+    "check_comparable",
+    "CHECKED_PROVENANCE_KEYS",
+    "HARNESS_VERSION",
+]
+
+# Provenance keys that must match for two benchmark results to be compared at all.
+CHECKED_PROVENANCE_KEYS = (
+    "source_revision",
+    "model_revision",
+    "dtype",
+    "compile_flags",
+    "input_sha256",
+    "shapes",
+    "batching",
+    "sync",
+    "device",
+    "workload",
+)
+
+
+def min_samples_for(q: float) -> int:
+    """Samples needed before percentile q (in [0, 1)) is more than a guess: 10 / (1 - q)."""
+    if not 0 <= q < 1:
+        raise InputError(f"percentile must lie in [0, 1), got {q}")
+    return math.ceil(10 / (1 - q) - 1e-9)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Percentile q of the samples, refusing when there are too few samples for it."""
+    needed = min_samples_for(q)
+    if len(samples) < needed:
+        raise InputError(
+            f"p{q * 100:g} needs at least {needed} samples, got {len(samples)}",
+            hint="raise blocks x block_size",
+        )
+    ordered = sorted(samples)
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def amdahl_bound(fraction: float, speedup: float) -> float:
+    """Overall speedup when a part taking ``fraction`` of the time gets ``speedup`` times faster."""
+    if not 0 <= fraction <= 1:
+        raise InputError(f"fraction must lie in [0, 1], got {fraction}")
+    if speedup <= 0:
+        raise InputError(f"speedup must be > 0, got {speedup}")
+    return 1.0 / (1.0 - fraction + fraction / speedup)
+
+
+def input_fingerprint(inputs: Any) -> str:
+    """sha256 over the actual input arrays (dtype, shape and bytes), not over their description."""
+    import numpy as np
+
+    from ..outputs import flatten_outputs
+
+    digest = hashlib.sha256()
+    for name, leaf in sorted(flatten_outputs(inputs).items()):
+        array = np.ascontiguousarray(np.asarray(leaf))
+        digest.update(name.encode())
+        digest.update(str(array.dtype).encode())
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def check_comparable(a: dict[str, Any], b: dict[str, Any], keys=CHECKED_PROVENANCE_KEYS) -> None:
+    """Refuse to compare two benchmark provenances whose checked keys differ."""
+    differing = [
+        f"{key}: {a.get(key)!r} vs {b.get(key)!r}"
+        for key in keys
+        if (key in a or key in b) and a.get(key) != b.get(key)
+    ]
+    if differing:
+        raise UserError(
+            "benchmark runs are not comparable; checked provenance differs: "
+            + "; ".join(differing),
+            hint="re-run both sides from the same source revision and workload",
+        )
