@@ -40,18 +40,22 @@ def test_a_non_numeric_counter_fails():
 
 
 def test_spec_form_round_trips():
-    band = ActivityBand.from_mapping({"counter": "skipped_steps", "min": 5, "max": 7})
-    assert band == BAND and band.to_mapping() == {"counter": "skipped_steps", "min": 5, "max": 7}
+    data = {"calls": "model:DiT.body", "measure": "skipped", "min": 5, "max": 7}
+    band = ActivityBand.from_mapping(data)
+    assert (band.calls, band.measure, band.low, band.high) == ("model:DiT.body", "skipped", 5, 7)
+    assert band.counter == "@calls:model:DiT.body" and band.to_mapping() == data
     assert ActivityBand("hit_rate", 0.2, 0.4).text == "0.2..0.4"
 
 
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"counter": "s", "min": 5, "max": 7, "mx": 1}, "unknown key(s) mx"),
-        ({"counter": "s", "min": 5}, "missing key(s) max"),
-        ({"counter": "s", "min": 8, "max": 7}, "empty: min 8 > max 7"),
-        ({"counter": "s", "min": "5", "max": 7}, "min for 's' must be a number"),
+        ({"calls": "m:f", "min": 5, "max": 7, "mx": 1}, "unknown key(s) mx"),
+        ({"calls": "m:f", "min": 5}, "missing key(s) max"),
+        ({"calls": "m:f", "min": 8, "max": 7}, "empty: min 8 > max 7"),
+        ({"calls": "m:f", "min": "5", "max": 7}, "min for '@calls:m:f' must be a number"),
+        ({"calls": "m:f", "min": 5, "max": 7, "differ": "yes"}, "differ must be true or false"),
+        ({"counter": "s", "min": 5, "max": 7}, "not activity evidence"),
         ([5, 7], "expected a table"),
     ],
 )
@@ -78,12 +82,38 @@ def test_spec_claims_carry_an_activity_band(tmp_path):
 
     from paritygate.spec import load_spec
 
-    band = '\nactivity = { counter = "skipped_steps", min = 5, max = 7 }\n'
+    band = '\nactivity = { calls = "tiny:candidate32", min = 5, max = 7 }\n'
     spec = load_spec(make_project(tmp_path / "ok", TINY_SPEC + band))
-    assert spec.claims["y-close"].activity == BAND
+    assert spec.claims["y-close"].activity == ActivityBand(
+        "@calls:tiny:candidate32", 5, 7, calls="tiny:candidate32"
+    )
     assert load_spec(make_project(tmp_path / "none")).claims["y-close"].activity is None
-    bad = '\nactivity = { counter = "skipped_steps", min = 5, maximum = 7 }\n'
+    bad = '\nactivity = { calls = "tiny:candidate32", min = 5, maximum = 7 }\n'
     with pytest.raises(SpecError) as info:
         load_spec(make_project(tmp_path / "bad", TINY_SPEC + bad))
     assert "parity.toml: claims.y-close.activity" in str(info.value)
     assert "unknown key(s) maximum" in str(info.value)
+
+
+def test_count_calls_counts_and_restores(tmp_path, monkeypatch):
+    import sys
+
+    from paritygate.approximation import count_calls
+
+    (tmp_path / "counted_mod.py").write_text(
+        "class A:\n    def f(self):\n        return 1\n\n\ndef g():\n    return A().f()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import counted_mod
+
+    original = counted_mod.A.__dict__["f"]
+    with count_calls(["counted_mod:A.f", "counted_mod:g"]) as counter:
+        for _ in range(3):
+            counted_mod.g()
+    assert counter.counts == {"counted_mod:A.f": 3, "counted_mod:g": 3}
+    assert counted_mod.A.__dict__["f"] is original and counted_mod.g() == 1
+    with pytest.raises(InputError, match="not a callable paritygate can count"):
+        count_calls(["counted_mod:A.h"]).__enter__()
+    with pytest.raises(InputError, match="cannot import 'no_such_module_x'"):
+        count_calls(["no_such_module_x:f"]).__enter__()
+    del sys.modules["counted_mod"]

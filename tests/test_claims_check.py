@@ -403,7 +403,8 @@ metric = "cosine"
 bound = 0.97
 oracle = "approximation"
 status = "provisional"
-activity = { counter = "skipped_steps", min = 5, max = 7 }
+mode = "paired"
+activity = { calls = "cache:Body.run", measure = "skipped", min = 5, max = 7 }
 """
     )
     text = README + "The cache skips 5–7 steps <!-- claim: cache-quality --> per image.\n"
@@ -412,7 +413,7 @@ activity = { counter = "skipped_steps", min = 5, max = 7 }
     (tmp_path / "README.md").write_text(text.replace("5–7 steps", "5-6 steps"))
     [problem] = check_claims([readme], spec).problems
     assert str(problem).startswith(
-        "README.md:13: claim cache-quality: the gate's activity band of skipped_steps 5–7"
+        "README.md:13: claim cache-quality: the gate's activity band of cache:Body.run 5–7"
     )
     assert "is wider than the published '5-6 steps'" in str(problem)
     # a range tied to a claim without a band

@@ -22,6 +22,7 @@ W = np.random.default_rng(0).standard_normal((8, 4))
 
 def reference(case):
     x = case.load()["x"]
+    steps(0)
     return {"y": np.tanh(x @ W)}
 
 
@@ -40,15 +41,26 @@ def candidate16_scaled(case):
     return {"y": candidate16(case)["y"] * np.float32(1.0001)}
 
 
+def body():
+    """the step a cache skips: paritygate counts its calls"""
+
+
+def steps(skipped=0):
+    for _ in range(25 - skipped):
+        body()
+
+
 def cached(case):
-    """an approximation that reports the steps it skipped"""
+    """an approximation that skips 5 or 6 of 25 steps"""
     x = case.load()["x"]
-    return {"y": np.tanh(x @ W) * (1 + 1e-3), "skipped": 5 + int(abs(x[0, 0]) > 1)}
+    steps(5 + int(abs(x[0, 0]) > 1))
+    return {"y": np.tanh(x @ W) * (1 + 1e-3)}
 
 
 def never_skips(case):
     """a cache that never skips"""
-    return {"y": reference(case)["y"] * (1 + 1e-5), "skipped": 0}
+    steps(0)
+    return {"y": np.tanh(case.load()["x"] @ W) * (1 + 1e-5)}
 
 
 def no_rows(case):
@@ -447,7 +459,7 @@ oracle = "approximation"
 mode = "paired"
 status = "provisional"
 candidates = ["cache"]
-activity = { counter = "skipped", min = 5, max = 6 }
+activity = { calls = "calib:body", measure = "skipped", min = 5, max = 6 }
 """
 
 
@@ -467,29 +479,36 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     # in every case, so it is reported as caught by the band and kept out of the metric's gap.
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "activity skipped (min..max over runs): candidate 5..6; never skips 0..0" in out
-    assert "caught in 16/16 cases by the activity band skipped in 5..6, not by the metric" in out
+    counter = "@calls:calib:body"
+    assert f"activity {counter} (min..max over runs): candidate 5..6; never skips 0..0" in out
+    assert f"caught in 16/16 cases by the activity band {counter} in 5..6, not by the metric" in out
     assert (
-        "spec activity band: skipped in 5..6: the candidate is inside it in 16 of 16 runs; it rejects never skips"
-        in out
+        f"spec activity band: {counter} in 5..6: the candidate is inside it in 16 of 16 runs; "
+        "it rejects never skips" in out
     )
     assert "proposal: max_abs <= " in out
     # Without the band the same mutation hides in the noise: refused.
     project.write_text(
-        project.read_text().replace('activity = { counter = "skipped", min = 5, max = 6 }\n', "")
+        project.read_text().replace(
+            'activity = { calls = "calib:body", measure = "skipped", min = 5, max = 6 }\n', ""
+        )
     )
     assert main(args) == 1
     out = capsys.readouterr().out
     assert "inside the noise: never skips" in out and "spec activity band" not in out
     # A band that lets the never-skipping cache through (0 is inside it) keeps it in the gap.
     project.write_text(
-        project.read_text() + 'activity = { counter = "skipped", min = 0, max = 9 }\n'
+        project.read_text()
+        + 'activity = { calls = "calib:body", measure = "skipped", min = 0, max = 9 }\n'
     )
     assert load_spec(project).claims["y-cache"].activity is not None
     assert main(args) == 1
     out = capsys.readouterr().out
     assert "inside the noise: never skips" in out
-    assert "spec activity band: skipped in 0..9: the candidate is inside it in 16 of 16 runs" in out
+    assert (
+        "spec activity band: @calls:calib:body in 0..9: the candidate is inside it in 16 of 16 runs"
+        in out
+    )
     assert "it rejects" not in out.split("spec activity band")[1]
 
 

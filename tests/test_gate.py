@@ -391,10 +391,15 @@ ACTIVITY_MODEL = (
 import os
 
 
+def body():
+    # the work an optimization saves: paritygate counts its calls
+    return None
+
+
 def candidate_cached(case):
-    out = candidate32(case)
-    out["skipped_steps"] = np.asarray(int(os.environ.get("SKIPPED", "6")))
-    return out
+    for _ in range(int(os.environ.get("CALLS", "6"))):
+        body()
+    return candidate32(case)
 """
 )
 
@@ -402,16 +407,17 @@ def candidate_cached(case):
 def test_activity_band_both_directions(tmp_path, monkeypatch):
     spec_text = TINY_SPEC.replace("tiny:candidate32", "tiny:candidate_cached").replace(
         'status = "provisional"',
-        'status = "provisional"\nactivity = { counter = "skipped_steps", min = 5, max = 7 }',
+        'status = "provisional"\nactivity = { calls = "tiny:body", min = 5, max = 7 }',
     )
     path = _tiny(tmp_path, spec_text, modules={"tiny.py": ACTIVITY_MODEL})
     result = run_gate(load_spec(path))
-    assert result.passed and result.errors == []  # the counter is not an "extra output"
-    monkeypatch.setenv("SKIPPED", "0")
+    assert result.passed and result.errors == []  # the count is not an "extra output"
+    monkeypatch.setenv("CALLS", "0")
     result = run_gate(load_spec(path))
     assert not result.passed
     failures = [f for v in result.verdicts for f in v.failures]
-    assert [f.metric for f in failures] == ["activity:skipped_steps"] * 2
+    assert [f.metric for f in failures] == ["activity:tiny:body"] * 2
+    assert "calls of tiny:body = 0 (counted by paritygate)" in failures[0].detail
     assert "the optimization did nothing" in failures[0].detail
 
 

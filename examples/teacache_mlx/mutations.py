@@ -80,7 +80,7 @@ def _run_cache(
         sample = pipeline.sample(*gate_runners.case_inputs(case))
     finally:
         cache.uninstall()
-    return gate_runners._outputs(sample, cache.skips_per_run[-1])
+    return gate_runners._outputs(sample)
 
 
 def residual_dropped_case(case: Any) -> dict[str, Any]:
@@ -91,6 +91,28 @@ def residual_dropped_case(case: Any) -> dict[str, Any]:
 def stale_residual_case(case: Any) -> dict[str, Any]:
     """TeaCache whose cached residual is never refreshed after the first step."""
     return _run_cache(case, StaleResidualTeaCache)
+
+
+class LyingTeaCache(NeverSkipTeaCache):
+    """Never skips, yet its counter claims the skips a working cache would make."""
+
+    def _on_step(self, step: int, t: float, x: mx.array) -> None:
+        if step == self._pipeline.steps - 1:
+            self._run_decisions = [False] + [True] * 7 + [False] * (len(self._run_decisions) - 8)
+        super()._on_step(step, t, x)
+
+
+def lying_cache_case(case: Any) -> tuple[dict[str, Any], int]:
+    """The lying cache's outputs and the skip count it reports about itself."""
+    import gate_runners
+
+    pipeline = gate_runners.shared_pipeline()
+    cache = LyingTeaCache(teacache.DEFAULT_THRESHOLD).install(pipeline)
+    try:
+        sample = pipeline.sample(*gate_runners.case_inputs(case))
+    finally:
+        cache.uninstall()
+    return gate_runners._outputs(sample), cache.skips_per_run[-1]
 
 
 def never_skip_case(case: Any) -> dict[str, Any]:

@@ -1143,7 +1143,20 @@ def calibrate_claim(
             command=None,
         )
         mutants[name] = make_runner(mutated, loaded)
+        # A mutated model's activity is counted like the candidate's it stands in for.
+        mutants[name].count = getattr(candidate_runner, "count", ())
     active = [r for r in (reference_runner, candidate_runner, *mutants.values()) if r is not None]
+    band = claim.activity
+    skipped = band is not None and band.calls is not None and band.measure == "skipped"
+    reference_calls: dict[str, Any] = {}
+
+    def as_skipped(case: Any, outputs: dict[str, Any]) -> dict[str, Any]:
+        # measure = "skipped": the reference's counted calls on this case less the run's own.
+        if skipped and band.counter in outputs and case.name in reference_calls:
+            outputs = dict(outputs)
+            outputs[band.counter] = reference_calls[case.name] - outputs[band.counter]
+        return outputs
+
     try:
         for runner in active:
             runner.activate()
@@ -1151,12 +1164,14 @@ def calibrate_claim(
         def run_pair(case: Any) -> tuple[Any, Any]:
             if reference_runner is not None:
                 baseline = reference_runner.run(case).outputs
+                if skipped and band.counter in baseline:
+                    reference_calls[case.name] = baseline[band.counter]
             else:
                 baseline = recorded.outputs(case.name)
-            return baseline, candidate_runner.run(case).outputs
+            return baseline, as_skipped(case, candidate_runner.run(case).outputs)
 
         def mutant(runner: Any) -> Callable[[Any], Any]:
-            return lambda case: runner.run(case).outputs
+            return lambda case: as_skipped(case, runner.run(case).outputs)
 
         result = calibrate(
             run_pair,

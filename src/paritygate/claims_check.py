@@ -387,7 +387,9 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
             published=tuple(str(p) for p in published if isinstance(p, str)),
             line=lines.get(claim_id),
             activity=band,
-            activity_counter=str(activity.get("counter", "")) if isinstance(activity, dict) else "",
+            activity_counter=str(activity.get("calls", activity.get("counter", "")))
+            if isinstance(activity, dict)
+            else "",
         )
     problems: list[str] = []
     from .spec import load_spec

@@ -225,6 +225,18 @@ def _element(
     return worst, failures, evidence
 
 
+def _byte_equal(actual: dict[str, Any], expected: dict[str, Any]) -> bool:
+    import numpy as np
+
+    if set(actual) != set(expected):
+        return False
+    for name, value in actual.items():
+        a, e = np.asarray(value), np.asarray(expected[name])
+        if a.dtype != e.dtype or a.shape != e.shape or a.tobytes() != e.tobytes():
+            return False
+    return True
+
+
 def _boxes(tree: dict[str, Any]) -> dict[str, Any]:
     """Covered outputs as boxes keyed by label: the output names without their common folder
     ('boxes/editor' -> 'editor'); an (N, 4) output contributes 'name/0' ... 'name/N-1'."""
@@ -369,20 +381,40 @@ def evaluate_claim(
 
     A claim with an activity band also requires the candidate's counter output (e.g. skipped
     steps) to lie in the band, so that an optimization that does nothing cannot pass."""
+    from .approximation import CALLS_PREFIX
+
     counters = {}
+    reference_counts = None
     if claim.activity is not None and claim.activity.counter in actual:
         counters[claim.activity.counter] = actual[claim.activity.counter]
+    if claim.activity is not None and claim.activity.counter in expected:
+        reference_counts = {claim.activity.counter: expected[claim.activity.counter]}
+    # Calls paritygate counted travel as outputs of their own; they are activity evidence only.
     actual = {
-        k: v for k, v in _covered(claim, actual).items() if k not in counters or k in expected
+        k: v
+        for k, v in _covered(claim, actual).items()
+        if not k.startswith(CALLS_PREFIX) and (k not in counters or k in expected)
     }
-    expected = _covered(claim, expected)
+    expected = {
+        k: v for k, v in _covered(claim, expected).items() if not k.startswith(CALLS_PREFIX)
+    }
     failures = _structure_failures(actual, expected)
     if claim.activity is not None:
         from .approximation import check_activity
 
-        activity_failure = check_activity(counters, claim.activity)
+        activity_failure = check_activity(counters, claim.activity, reference_counts)
         if activity_failure is not None:
             failures.append(activity_failure)
+        if claim.activity.differ and actual and _byte_equal(actual, expected):
+            failures.append(
+                Failure(
+                    "activity:differ",
+                    "differs from the reference",
+                    "byte-equal",
+                    detail="the candidate's outputs are byte-equal to the reference's: the "
+                    "approximation did not act (the claim requires a measurable difference)",
+                )
+            )
     if claim.scope == "element":
         observed, more, evidence = _element(claim, actual, expected)
     elif claim.scope == "edge":
@@ -968,9 +1000,15 @@ def run_gate(
                     k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()
                 }
                 runs.outputs[name][case] = out
-            # Activity counters (skipped steps ...) exist on the candidate's side only.
+            # Activity counts exist on the candidate's side only.
+            from .approximation import CALLS_PREFIX
+
             counters = {c.activity.counter for c in stored if c.activity is not None}
-            out = {k: v for k, v in out.items() if k not in counters or k in expected}
+            out = {
+                k: v
+                for k, v in out.items()
+                if not k.startswith(CALLS_PREFIX) and (k not in counters or k in expected)
+            }
             for f in _structure_failures(out, expected):
                 if _said_by_a_verdict(
                     spec,

@@ -353,6 +353,7 @@ class PythonRunner(ActiveRunner):
         super().__init__(runner, spec)
         self.function: Callable[..., Any] | None = None
         self._added_path = False
+        self.count: tuple[str, ...] = ()  # callables whose calls each run counts (activity)
         self._stuck: str | None = None  # the case whose call outlived its timeout
         self._thread: _CallThread | None = None  # with a timeout: the thread every call runs on
 
@@ -469,6 +470,28 @@ class PythonRunner(ActiveRunner):
         else:
             argument = case
         _seed(self.runner.seed)
+        targets = self.count
+        if targets:
+            inner = self.function
+
+            def counted(argument: Any) -> Any:
+                import numpy
+
+                from .approximation import CALLS_PREFIX, count_calls
+
+                try:
+                    counter = count_calls(targets).__enter__()
+                except InputError as exc:
+                    raise RunFailure(self.name, case.name, "import", exc.message) from None
+                try:
+                    tree = flatten_tree(inner(argument))
+                finally:
+                    counter.__exit__(None, None, None)
+                for target, calls in counter.counts.items():
+                    tree[CALLS_PREFIX + target] = numpy.int64(calls)
+                return tree
+        else:
+            counted = None
         if self._stuck is not None:
             raise RunFailure(
                 self.name,
@@ -478,7 +501,7 @@ class PythonRunner(ActiveRunner):
             )
         start = time.perf_counter()
         try:
-            function = self.function
+            function = counted or self.function
             raw = (
                 flatten_tree(function(argument))
                 if self._thread is None
@@ -642,7 +665,22 @@ def _tail(data: bytes | None) -> str:
 
 
 def make_runner(runner: Runner, spec: Spec) -> ActiveRunner:
-    """The runner for a spec entry (not yet active)."""
+    """The runner for a spec entry (not yet active).
+
+    An in-process runner counts the calls of every callable an activity band of the spec names
+    for it (the candidates of the claim, and the reference of a band that measures skipped
+    calls), and hands each count on as the output ``@calls:<module:attribute>``."""
     if runner.kind == "python":
-        return PythonRunner(runner, spec)
+        active = PythonRunner(runner, spec)
+        targets = []
+        for claim in spec.claims.values():
+            band = claim.activity
+            if band is None or band.calls is None:
+                continue
+            if runner.name in claim.candidates or (
+                runner.role == "reference" and band.measure == "skipped"
+            ):
+                targets.append(band.calls)
+        active.count = tuple(dict.fromkeys(targets))
+        return active
     return SubprocessRunner(runner, spec)

@@ -50,8 +50,13 @@ __all__ = [
 #      when every declared output is covered; one that declares an output no claim covers is
 #      refused naming it, and adding a claim or a ``[waived]`` entry (with format_version = 2)
 #      fixes it.
-SPEC_FORMAT_VERSION = 2
-READABLE_SPEC_VERSIONS = (1, 2)
+#   3  activity bands count calls themselves: ``activity = { calls = "module:Class.method",
+#      measure = "calls" | "skipped", min, max, differ }``. A counter the candidate reports about
+#      itself (``counter = "..."``, formats 1-2) is refused as activity evidence. Migration: name
+#      the callable the optimization skips (the transformer body) in ``calls``, with
+#      ``measure = "skipped"`` for a skip band, and set format_version = 3.
+SPEC_FORMAT_VERSION = 3
+READABLE_SPEC_VERSIONS = (1, 2, 3)
 
 # metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
 METRICS: dict[str, tuple[str, str]] = {
@@ -883,6 +888,19 @@ class _Validator:
         if "activity" in data:
             where = self.error(f"{key}.activity", "").where
             activity = ActivityBand.from_mapping(data["activity"], where=where)
+            outside = [c for c in chosen if runners[c].kind != "python"]
+            if outside:
+                raise self.error(
+                    f"{key}.activity.calls",
+                    f"paritygate counts calls inside an in-process runner; candidate(s) "
+                    f"{', '.join(outside)} run as a command",
+                )
+            if activity.measure == "skipped" and mode != "paired":
+                raise self.error(
+                    f"{key}.activity.measure",
+                    "'skipped' counts the reference's calls and the candidate's in one process: "
+                    'it needs mode = "paired"',
+                )
         return Claim(
             id=cid,
             outputs=patterns,
