@@ -166,10 +166,13 @@ def test_unpinned_provenance_differences_are_information_not_drift(recorded):
     assert any(line.startswith("cpu: recorded Apple M2 Max") for line in result.info)
 
 
-def test_missing_reference_is_drift_with_the_way_out(tmp_path, capsys):
+def test_missing_reference_is_an_input_error_with_the_way_out(tmp_path, capsys):
+    """Never recorded is not drift (nothing pinned shifted): exit 2 naming the command."""
     path = make_project(tmp_path)
-    assert main(["verify", str(path)]) == 3
-    assert "no reference recorded" in capsys.readouterr().out
+    assert main(["verify", str(path)]) == 2
+    assert "no reference recorded yet" in capsys.readouterr().err
+    # the library's verify still lists it, for callers that want every finding
+    assert [d.kind for d in verify(load_spec(path)).drift] == ["reference-missing"]
 
 
 def test_box_port_reference_pins_in_the_example(tmp_path):

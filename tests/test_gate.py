@@ -367,9 +367,12 @@ def test_paired_noop_claim_both_directions(tmp_path):
 
 
 def test_zero_claims_selected_by_drift_is_not_a_pass(tmp_path):
-    path = make_project(tmp_path)  # nothing recorded
+    path = make_project(tmp_path)
+    record(load_spec(path))
+    stored = next(p for p in (tmp_path / "references").rglob("*.safetensors"))
+    stored.write_bytes(stored.read_bytes() + b" ")  # a recorded file shifted
     result = run_gate(load_spec(path))
-    assert result.exit_code == 3 and not result.passed
+    assert result.exit_code == 3 and not result.passed and not result.verdicts
 
 
 def test_bad_spec_exits_2_and_overwrites_nothing(box_port, capsys):

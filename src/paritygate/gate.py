@@ -31,7 +31,7 @@ from .errors import InputError, SpecError, UserError
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
 from .runners import RunFailure, make_runner
-from .spec import Claim, Spec
+from .spec import Claim, Spec, did_you_mean
 
 __all__ = ["run_gate", "current_hardware", "evaluate_claim", "CROSS_ADAPTER_PREFIX", "Progress"]
 
@@ -857,6 +857,54 @@ def _run_all(
     return False
 
 
+def _spec_argument(spec: Spec) -> str:
+    """The spec's path as the user would type it (relative to the working folder when inside)."""
+    import os
+
+    try:
+        relative = os.path.relpath(spec.path)
+    except ValueError:
+        return str(spec.path)
+    return str(spec.path) if relative.startswith("..") else relative
+
+
+def basis_warnings(spec: Spec, claims: Iterable[Claim]) -> list[str]:
+    """A claim whose bound was calibrated in another mode than the one it is gated in: the
+    bound measured stored-mode noise (or paired), not what the gate now compares."""
+    out = []
+    for claim in claims:
+        measured = claim.basis.get("mode") if isinstance(claim.basis, dict) else None
+        if measured and measured != claim.mode:
+            out.append(
+                f"claims.{claim.id}: gated in {claim.mode} mode, but its bound was calibrated in "
+                f"{measured} mode (basis.mode); re-calibrate: paritygate calibrate "
+                f"{_spec_argument(spec)} --claim {claim.id}"
+            )
+    return out
+
+
+def raise_if_never_recorded(spec: Spec, checked: Any) -> None:
+    """Input errors (exit 2) that verify would otherwise call drift: a reference never recorded,
+    a case file that never existed (the reference holds no outputs recorded from it). A pinned
+    file that disappears after recording stays drift (exit 3)."""
+    recorded = checked.reference.cases if checked.reference is not None else {}
+    command = f"paritygate record {_spec_argument(spec)}"
+    for item in checked.drift:
+        if item.kind == "case-input" and item.observed is None and item.subject not in recorded:
+            case = spec.cases[item.subject]
+            raise InputError(
+                f"cases.{item.subject}: input file {case.path} does not exist (no reference was "
+                f"recorded from it); fix the path or create the file, then run `{command}`",
+                where=str(spec.path),
+            )
+    for item in checked.drift:
+        if item.kind == "reference-missing":
+            raise InputError(
+                f"no reference recorded yet in {spec.references}; run `{command}` first",
+                where=str(spec.path),
+            )
+
+
 SPEED_IN_TESTS = "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite"
 
 
@@ -883,12 +931,16 @@ def run_gate(
     for cid in claim_ids:
         if cid not in spec.claims:
             raise SpecError(
-                f"no claim {cid!r}; the spec has: {', '.join(spec.claims)}", where=str(spec.path)
+                f"no claim {cid!r}{did_you_mean(cid, spec.claims)}; the spec has: "
+                f"{', '.join(spec.claims)}",
+                where=str(spec.path),
             )
     for case in case_names:
         if case not in spec.cases:
             raise SpecError(
-                f"no case {case!r}; the spec has: {', '.join(spec.cases)}", where=str(spec.path)
+                f"no case {case!r}{did_you_mean(case, spec.cases)}; the spec has: "
+                f"{', '.join(spec.cases)}",
+                where=str(spec.path),
             )
     result = GateResult(spec=str(spec.path), started=utc_now())
     classes = current_hardware(spec, hardware)
@@ -908,9 +960,11 @@ def run_gate(
             selected.append(claim)
     names = runners_that_run(spec, [c.id for c in selected])
     checked = verify(spec, runners=names, cases=case_names)
+    raise_if_never_recorded(spec, checked)
     result.provenance = capture(root=spec.root, spec_pins=spec.pins)
     result.provenance["hardware_classes"] = classes
     result.provenance["unpinned_differences"] = checked.info
+    result.provenance["warnings"] = basis_warnings(spec, selected)
     # What each runner that runs declares it is (model, revision, preprocessing ...): their
     # package and file pins were checked above; the free-form ones travel with the result.
     result.provenance["runner_pins"] = {

@@ -41,6 +41,7 @@ __all__ = [
     "update_claim",
     "parse_slice",
     "NOOP_STORED_REASON",
+    "did_you_mean",
 ]
 
 # Spec format history (a spec names its version in ``format_version``):
@@ -97,6 +98,30 @@ NOOP_STORED_REASON = (
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """ " (did you mean 'x'?)" for the closest choice (difflib), or an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _pin_hint(path: Path) -> str:
+    """The pin a case file would get, for the error that asks for it."""
+    if not path.is_file():
+        return f" (and {path} does not exist)"
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return (
+        f'; pin the file as it is now with sha256 = "{digest.hexdigest()}" (check the file '
+        "first), or pin cases with `paritygate cases add`"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,7 +352,8 @@ class _Validator:
                 prefix = f"{key}." if key else ""
                 raise self.error(
                     f"{prefix}{name}",
-                    f"unknown key; expected one of: {', '.join(sorted(allowed))}",
+                    f"unknown key{did_you_mean(name, allowed)}; expected one of: "
+                    f"{', '.join(sorted(allowed))}",
                 )
         for name in required:
             if name not in data:
@@ -526,12 +552,15 @@ class _Validator:
         key = f"cases.{name}"
         self.name_ok(name, key)
         data = self.table_of(value, key)
-        self.keys(data, key, ("path", "sha256", "label", "labels"), required=("path", "sha256"))
+        self.keys(data, key, ("path", "sha256", "label", "labels"), required=("path",))
         path = self.inside(data["path"], f"{key}.path")
+        if "sha256" not in data:
+            raise self.error(f"{key}.sha256", "required key is missing" + _pin_hint(path))
         sha = self.string(data, key, "sha256")
         if not _HEX64.match(sha):
             raise self.error(
-                f"{key}.sha256", "expected 64 lowercase hex digits (the file's sha256)"
+                f"{key}.sha256",
+                "expected 64 lowercase hex digits (the file's sha256)" + _pin_hint(path),
             )
         labels = dict(self.table_of(data.get("labels", {}), f"{key}.labels"))
         if "label" in data:

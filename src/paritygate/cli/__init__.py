@@ -64,12 +64,31 @@ def cli() -> None:
     """
 
 
+def _cli_words(message: str, argv: list[str] | None) -> str:
+    """A library hint names Python arguments (``min_cases=``); on the command line the same
+    setting is an option (``--min-cases``): name the option the user can type."""
+    import re
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    target = _available().get(args[0]) if args else None
+    if target is None:
+        return message
+    module_name, attr = target.split(":")
+    command = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
+    for param in getattr(command, "params", []):
+        for opt in getattr(param, "opts", []):
+            if opt.startswith("--"):
+                python = opt[2:].replace("-", "_")
+                message = re.sub(rf"(?<![\w-]){re.escape(python)}=", opt, message)
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: user errors become one line and an exit code, never a traceback."""
     try:
         result = cli.main(args=argv, prog_name="paritygate", standalone_mode=False)
     except UserError as exc:
-        click.echo(f"paritygate: error: {exc.one_line()}", err=True)
+        click.echo(f"paritygate: error: {_cli_words(exc.one_line(), argv)}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("paritygate: aborted", err=True)

@@ -114,8 +114,11 @@ def verify_command(spec_path: Path) -> int:
     from ..drift import verify
     from ..spec import load_spec
 
+    from ..gate import raise_if_never_recorded
+
     spec = load_spec(spec_path)
     result = verify(spec)
+    raise_if_never_recorded(spec, result)
     console = _console()
     _show_drift(console, result.describe())
     for line in result.info:

@@ -496,6 +496,8 @@ def render_lines(
             if item.get("detail"):
                 text += f" ({item['detail']})"
             out += [(line, "") for line in _wrap(text, width, "  ")]
+    for warning in (result.get("provenance") or {}).get("warnings") or []:
+        out += [(line, "yellow") for line in _wrap(f"warning: {warning}", width, "")]
     claims = claim_summaries(result)
     for claim, lines in _claim_rows(claims, width) if claims else []:
         style = "" if claim.passed else "bold red"
