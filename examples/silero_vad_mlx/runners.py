@@ -278,7 +278,32 @@ def stored_reference(path: str | Path) -> dict:
     )
 
 
-def postprocessor_outputs(path: str) -> dict:
-    """The port's post-processor fed the recorded reference probabilities of this case."""
-    rate, samples = read_wav(path)
-    return gate_outputs(stored_reference(path)["probabilities"], rate, samples.size)
+def postprocessor_runner(probabilities: str = "recorded"):
+    """Runner factory: the port's post-processor fed the reference model's probabilities.
+
+    ``probabilities`` says which, and must match the claim's mode so that both sides of the
+    comparison consume the same numbers:
+
+    - ``"recorded"``: the recorded reference of this case (stored mode, where the reference side
+      of every comparison is that recording; needs no torch);
+    - ``"live"``: the TorchScript model run here (paired mode, where the reference side runs
+      live in this process). Fed the recording instead, a paired claim would compare the live
+      model against the recording, which differs on any CPU that rounds torch's kernels
+      differently from the one that recorded it.
+    """
+    if probabilities not in ("recorded", "live"):
+        raise ValueError(f"probabilities must be 'recorded' or 'live', got {probabilities!r}")
+
+    def run(path: str) -> dict:
+        rate, samples = read_wav(path)
+        if probabilities == "live":
+            probs = reference_probabilities(samples, rate)
+        else:
+            probs = stored_reference(path)["probabilities"]
+        return gate_outputs(probs, rate, samples.size)
+
+    return run
+
+
+postprocessor_outputs = postprocessor_runner("recorded")
+postprocessor_live_outputs = postprocessor_runner("live")

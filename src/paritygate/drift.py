@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DriftError
-from .provenance import capture, check_file_pins, check_package_pin, sha256_file
+from .provenance import (
+    capture,
+    check_file_pins,
+    check_package_pin,
+    describe_cpu,
+    sha256_file,
+)
 from .references import MANIFEST, Reference, load_reference
 from .results import DriftItem
 from .spec import Spec
@@ -272,6 +278,54 @@ def verify(
     return result
 
 
+def _cpu_line(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """'cpu: recorded on AMD EPYC (avx2), running on Intel Xeon (avx512) ...' when the CPU, its
+    vendor or the SIMD level the frameworks dispatch to differ; None when they agree.
+
+    The CPU decides how framework kernels round (torch's ATen, oneDNN and MKL, ONNX Runtime's
+    MLAS dispatch by instruction set and vendor), so a reference replayed on another CPU family
+    can differ in the last bits of float outputs. Information, never drift: a claim whose basis
+    covers that spread still holds, and one that does not fails on its own evidence."""
+    old_info, new_info = recorded.get("cpu_info") or {}, current.get("cpu_info") or {}
+    old_name = describe_cpu(old_info, recorded.get("cpu"))
+    new_name = describe_cpu(new_info, current.get("cpu")) or "an unknown CPU"
+    if old_name is None:
+        return (
+            f"cpu: recorded CPU unknown (the reference predates CPU provenance), running on "
+            f"{new_name} (not pinned)"
+        )
+    keys = ("vendor", "isa")
+    same_model = (old_info.get("model") or recorded.get("cpu")) == (
+        new_info.get("model") or current.get("cpu")
+    )
+    if same_model and all(
+        old_info.get(k) == new_info.get(k) for k in keys if old_info.get(k) is not None
+    ):
+        return None
+    if not old_info:
+        old_name += " (vendor and instruction set not recorded)"
+    return (
+        f"cpu: recorded on {old_name}, running on {new_name} (not pinned; framework kernels "
+        "may round differently on another CPU family or instruction set)"
+    )
+
+
+def _dispatch_line(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """The SIMD level a framework dispatched to, or a variable forcing one, when it differs
+    (a forced ATEN_CPU_CAPABILITY on the recording machine rounds like another CPU)."""
+    old = (recorded.get("cpu_info") or {}).get("dispatch") or {}
+    new = (current.get("cpu_info") or {}).get("dispatch") or {}
+    keys = sorted(
+        k for k in set(old) | set(new) if (k in old and k in new) or k.upper() == k
+    )  # framework levels only where both sides read them; variables whenever set
+    changed = [k for k in keys if old.get(k) != new.get(k)]
+    if not changed:
+        return None
+    then = ", ".join(f"{k} {old.get(k)}" for k in changed)
+    now = ", ".join(f"{k} {new.get(k)}" for k in changed)
+    return f"cpu dispatch: recorded {then}; now {now} (not pinned)"
+
+
 def _unpinned(recorded: dict[str, Any], current: dict[str, Any], *, pinned: set[str]) -> list[str]:
     lines = []
     old, new = recorded.get("packages", {}), current.get("packages", {})
@@ -280,18 +334,19 @@ def _unpinned(recorded: dict[str, Any], current: dict[str, Any], *, pinned: set[
             lines.append(
                 f"package {name}: recorded {old.get(name)}, now {new.get(name)} (not pinned)"
             )
-    for key, label in (("python", "python"), ("os", "os"), ("cpu", "cpu"), ("gpu", "gpu")):
+    lines.extend(
+        line for line in (_cpu_line(recorded, current), _dispatch_line(recorded, current)) if line
+    )
+    for key, label in (("python", "python"), ("os", "os"), ("gpu", "gpu")):
         if recorded.get(key) != current.get(key):
-            lines.append(
-                f"{label}: recorded {_show(recorded.get(key))}, now {_show(current.get(key))} (not pinned)"
-            )
+            then, now = _show(recorded.get(key)), _show(current.get(key))
+            lines.append(f"{label}: recorded {then}, now {now} (not pinned)")
     old_git, new_git = recorded.get("git") or {}, current.get("git") or {}
     if (old_git.get("revision"), old_git.get("dirty")) != (
         new_git.get("revision"),
         new_git.get("dirty"),
     ):
-        lines.append(
-            f"git: recorded {old_git.get('revision')}{' (dirty)' if old_git.get('dirty') else ''}, "
-            f"now {new_git.get('revision')}{' (dirty)' if new_git.get('dirty') else ''} (not pinned)"
-        )
+        then = f"{old_git.get('revision')}{' (dirty)' if old_git.get('dirty') else ''}"
+        now = f"{new_git.get('revision')}{' (dirty)' if new_git.get('dirty') else ''}"
+        lines.append(f"git: recorded {then}, now {now} (not pinned)")
     return lines

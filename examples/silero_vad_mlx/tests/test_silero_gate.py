@@ -197,16 +197,31 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
     )
 
 
-def test_paired_mode_runs_the_reference_live(spec, tmp_path):
-    # The same claims in paired mode: the TorchScript model runs in this process, back to back
-    # with each candidate on the same case (torch is installed in the test environment).
-    from paritygate.gate import run_gate
-    from paritygate.spec import load_spec, update_claim
+RECORDED_POSTPROCESSOR = 'options = { probabilities = "recorded" }'
+LIVE_POSTPROCESSOR = 'options = { probabilities = "live" }'
 
-    example = copy_example(spec, tmp_path / "example")
+
+def paired_copy(spec, target, *, postprocessor: str = LIVE_POSTPROCESSOR):
+    """The example with every claim in paired mode and the post-processor fed as given."""
+    from paritygate.spec import update_claim
+
+    example = copy_example(spec, target)
+    text = (example / "parity.toml").read_text()
+    assert RECORDED_POSTPROCESSOR in text
+    (example / "parity.toml").write_text(text.replace(RECORDED_POSTPROCESSOR, postprocessor))
     for claim_id in spec.claims:
         update_claim(example / "parity.toml", claim_id, mode="paired")
-    paired_spec = load_spec(example / "parity.toml")
+    return example
+
+
+def test_paired_mode_runs_the_reference_live(spec, tmp_path):
+    # The same claims in paired mode: the TorchScript model runs in this process, back to back
+    # with each candidate on the same case (torch is installed in the test environment), and the
+    # post-processor is fed that live model's probabilities.
+    from paritygate.gate import run_gate
+    from paritygate.spec import load_spec
+
+    paired_spec = load_spec(paired_copy(spec, tmp_path / "example") / "parity.toml")
     assert {c.mode for c in paired_spec.claims.values()} == {"paired"}
     cases = ["noisy_near_threshold", "clean_speech_8k", "speech_32k"]
     result = run_gate(paired_spec, cases=cases)
@@ -219,3 +234,60 @@ def test_paired_mode_runs_the_reference_live(spec, tmp_path):
         if v.claim_id in ("probability-max-abs", "onnx-probability-max-abs")
     ]
     assert len(live) == 2 * len(cases) and all(0 < v.observed <= v.bound for v in live)
+    post = [v for v in result.verdicts if v.claim_id == "postprocessor-exact"]
+    assert [v.case for v in post] == cases and all(v.passed and v.observed == 0 for v in post)
+
+
+# Run in a subprocess with torch's ATen kernels forced to their unvectorized variant: another
+# dispatch than the one that recorded references/, as on another CPU family (measured: up to
+# 2.7e-6 apart on an AMD EPYC; an Intel Xeon's AVX-512 / oneDNN / MKL paths differ by up to 7.7e-6).
+_OTHER_DISPATCH = """
+import json, sys
+import numpy as np
+from paritygate.gate import run_gate
+from paritygate.spec import load_spec
+sys.path.insert(0, sys.argv[1])
+import runners
+out = {}
+for name in sys.argv[2:]:
+    spec = load_spec(name + "/parity.toml")
+    case = spec.cases["speech_32k"]
+    rate, samples = runners.read_wav(case.path)
+    live = runners.reference_probabilities(samples, rate)
+    out["live_differs"] = bool(np.any(live != runners.stored_reference(case.path)["probabilities"]))
+    result = run_gate(spec, claims=["postprocessor-exact"], cases=["speech_32k"])
+    out[name] = {
+        "passed": result.passed,
+        "errors": result.errors,
+        "failures": [f.describe() for v in result.verdicts for f in v.failures],
+    }
+print(json.dumps(out))
+"""
+
+
+def test_paired_post_processor_is_exact_only_fed_the_live_reference(spec, tmp_path):
+    # Both directions of the paired post-processor claim on a kernel dispatch other than the
+    # recording's: fed the recording it compares the live model against the recorded one and
+    # fails naming the probabilities; fed the live model it is one numerical path and holds.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    recorded = paired_copy(spec, tmp_path / "recorded", postprocessor=RECORDED_POSTPROCESSOR)
+    live = paired_copy(spec, tmp_path / "live")
+    proc = subprocess.run(
+        [sys.executable, "-c", _OTHER_DISPATCH, str(live), str(recorded), str(live)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "default"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["live_differs"], "the forced dispatch no longer changes the reference model"
+    assert not out[str(recorded)]["passed"] and not out[str(recorded)]["errors"]
+    assert any("exact" in f and "probabilities" in f for f in out[str(recorded)]["failures"]), out[
+        str(recorded)
+    ]
+    assert out[str(live)] == {"passed": True, "errors": [], "failures": []}
