@@ -186,3 +186,17 @@ def test_a_forced_kernel_dispatch_is_named(tmp_path, monkeypatch):
         "(not pinned)" in result.info  # fmt: skip
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     assert not [line for line in verify(load_spec(path)).info if line.startswith("cpu")]
+
+
+def test_the_gate_names_both_cpus_in_its_output(tmp_path, monkeypatch, capsys):
+    path = _recorded_on(tmp_path, monkeypatch, AMD_FACTS)
+    _running_on(monkeypatch, INTEL_FACTS)
+    assert main(["gate", str(path)]) == 0  # information: the exit code is unchanged
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "info: cpu: recorded on AMD EPYC 7B13 (avx2), running on Intel(R) Xeon(R) Platinum "
+        "8592+ (avx512)" in out
+    )
+    _running_on(monkeypatch, AMD_FACTS)
+    assert main(["gate", str(path)]) == 0
+    assert "info: cpu:" not in capsys.readouterr().out

@@ -513,6 +513,10 @@ def render_lines(
     env = _environment_line(result)
     if env:
         out += [(line, "dim") for line in _wrap(env, width, "")]
+    # The CPU decides how framework kernels round: its line is shown whole.
+    for difference in (result.get("provenance") or {}).get("unpinned_differences") or []:
+        if str(difference).startswith("cpu"):
+            out += [(line, "dim") for line in _wrap(f"info: {difference}", width, "")]
     out += [(line, "bold") for line in _wrap(verdict_line(result), width, "")]
     if report:
         out.append((f"report: {report}", ""))
