@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-compare test venv clean
+.PHONY: demo demo-compare test test-gpu venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ demo-compare: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# On a machine with an NVIDIA GPU: every backend test file (torch, JAX, MLX, ONNX Runtime, 1 - cosine
+# on every device) on the frameworks' default devices, then every gpu-marked test elsewhere.
+# Refuses to run without CUDA, so that a GPU run cannot pass by skipping. GPU_PYTHON: the
+# interpreter there (its frameworks, not this venv's CPU builds), with src/ on PYTHONPATH.
+GPU_PYTHON ?= $(PY)
+test-gpu:
+	$(GPU_PYTHON) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'test-gpu: no CUDA device')"
+	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/test_backend_*.py $(PYTEST_ARGS)
+	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider -m gpu --ignore-glob='tests/test_backend_*.py' tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 clean:
 	rm -rf $(VENV) reports build

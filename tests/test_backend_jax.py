@@ -106,7 +106,9 @@ def test_registry_and_describe():
     x = jnp.zeros((2, 3), dtype=jnp.bfloat16)
     assert get_backend(x) is jax_backend
     shape, dtype, device = jax_backend.describe(x)
-    assert (shape, dtype) == ((2, 3), "bfloat16") and "cpu" in device.lower()
+    # the array's own device, wherever JAX put it (the CPU here, a GPU on the GPU machine)
+    assert (shape, dtype, device) == ((2, 3), "bfloat16", str(next(iter(x.devices()))))
+    assert jax.default_backend() in device.lower()
     assert jax_backend.to_numpy(x).dtype.name == "bfloat16"
 
 
@@ -130,7 +132,9 @@ def test_cosine_of_x_with_itself_is_one_within_1e_12_in_x64():
 
 
 def test_float32_accumulation_bound():
-    """Without x64: sums within 1e-7 (relative) of float64, cosine within 1e-8 (docstring bound)."""
+    """Without x64: sums within 1e-7 (relative) of float64; 1 - cosine within 2e-6 relative
+    (the stated float32 bound; the former dot-product cosine was 4.67e-8 off on an H200, 3%
+    of 1 - cos here), so the cosine is within 1e-11."""
     n = 1 << 24
     x = jax.random.uniform(jax.random.key(3), (n,), jnp.float32, -1e3, 1e3)
     y = x + jax.random.normal(jax.random.key(4), (n,))
@@ -138,7 +142,9 @@ def test_float32_accumulation_bound():
     with jax.enable_x64(True):
         r64 = jax_backend.compare_arrays(x, y, Tolerance(), "x")
     assert abs(r32.mean_abs - r64.mean_abs) <= 1e-7 * r64.mean_abs
-    assert abs(r32.cosine - r64.cosine) <= 1e-8
+    assert 1e-6 < r64.one_minus_cosine < 2e-6
+    assert abs(r32.one_minus_cosine - r64.one_minus_cosine) <= 2e-6 * r64.one_minus_cosine
+    assert abs(r32.cosine - r64.cosine) <= 1e-11
     assert abs(r32.max_abs - r64.max_abs) <= 2**-23 * r64.max_abs
 
 

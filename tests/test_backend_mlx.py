@@ -269,8 +269,10 @@ def test_cosine_of_x_with_itself_is_one_within_1e_12_on_cpu(on_cpu):
 
 def test_float32_accumulation_bound(on_cpu):
     """The GPU path (no float64) forced on the CPU: sums within 2e-7 of float64 (measured 6.4e-8),
-    cosine within 2e-7 (measured 7.6e-8); max_abs exact."""
+    1 - cosine within 2e-6 relative (the stated float32 bound; the former dot-product cosine was
+    7.6e-8 off, 5% of 1 - cos here); max_abs exact."""
     from paritygate.backends._device import STATS, plan
+    from paritygate.metrics import one_minus_cosine
 
     n = 1 << 24
     x = mx.random.uniform(-1e3, 1e3, (n,), key=mx.random.key(3))
@@ -288,9 +290,9 @@ def test_float32_accumulation_bound(on_cpu):
     for key in ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq"):
         i = STATS.index(key)
         assert abs(host[i] - exact[i]) <= 2e-7 * abs(exact[i]), (key, host[i], exact[i])
-    cos32 = host[1] / math.sqrt(host[2] * host[3])
-    cos64 = exact[1] / math.sqrt(exact[2] * exact[3])
-    assert abs(cos32 - cos64) <= 2e-7
+    omc32, omc64 = (one_minus_cosine(*v[STATS.index("dot") : 6]) for v in (host, exact))
+    assert 1e-6 < omc64 < 2e-6
+    assert abs(omc32 - omc64) <= 2e-6 * omc64, (omc32, omc64)
 
 
 def test_host_memory_two_1gib_arrays():

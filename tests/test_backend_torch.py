@@ -116,6 +116,10 @@ def test_registry_and_describe():
     assert get_backend(t) is torch_backend
     assert get_backend(np.zeros(2)) is None
     assert torch_backend.describe(t) == ((2, 3), "bfloat16", "cpu")
+    if torch.cuda.is_available():
+        on_gpu = t.cuda()
+        assert torch_backend.describe(on_gpu) == ((2, 3), "bfloat16", str(on_gpu.device))
+        assert torch_backend.to_numpy(on_gpu).dtype.name == "bfloat16"
     back = torch_backend.to_numpy(t)
     assert back.dtype.name == "bfloat16" and back.shape == (2, 3)
 

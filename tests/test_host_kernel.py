@@ -31,14 +31,16 @@ def assert_agree(out_np, out_nb):
     # JSON form: NaN becomes "nan", which compares equal to itself.
     a = to_jsonable(out_np)
     b = to_jsonable(out_nb)
-    for name in ("mean_abs", "cosine", "backend", "failures"):
+    for name in ("mean_abs", "cosine", "one_minus_cosine", "backend", "failures"):
         a.pop(name), b.pop(name)
     assert a == b
     assert out_nb.mean_abs == pytest.approx(out_np.mean_abs, rel=1e-12, abs=0)
     if out_np.cosine is None:
-        assert out_nb.cosine is None
+        assert out_nb.cosine is None and out_nb.one_minus_cosine is None
     else:
         assert out_nb.cosine == pytest.approx(out_np.cosine, abs=1e-12)
+        # 1 - cosine to float64 rounding, relatively: the sums differ only in their order
+        assert out_nb.one_minus_cosine == pytest.approx(out_np.one_minus_cosine, rel=1e-12)
     assert [f.metric for f in out_np.failures] == [f.metric for f in out_nb.failures]
 
 

@@ -177,6 +177,7 @@ def _element(
             "mean_abs": oc.mean_abs,
             "max_rel": oc.max_rel,
             "cosine": oc.cosine,
+            "one_minus_cosine": oc.one_minus_cosine,
             "ulp_max": oc.ulp_max,
             "mismatches": oc.mismatches,
             "size": oc.size,
@@ -318,6 +319,7 @@ def _output(
                 value = oc.cosine if claim.metric == "cosine" else oc.mean_abs
                 evidence[name] = {
                     "cosine": oc.cosine,
+                    "one_minus_cosine": oc.one_minus_cosine,
                     "mean_abs": oc.mean_abs,
                     "max_abs": oc.max_abs,
                     "cosine_undefined": oc.cosine_undefined,

@@ -149,6 +149,9 @@ class OutputComparison:
     max_rel: float = 0.0
     max_rel_symmetric: float = 0.0
     cosine: float | None = None
+    # 1 - cosine with relative precision near cos = 1 (claims like cosine >= 1 - 6.8e-10 are
+    # judged on it); cosine is 1 - one_minus_cosine rounded once.
+    one_minus_cosine: float | None = None
     cosine_undefined: str | None = None  # why the cosine is undefined (a zero-norm side)
     ulp_max: int | None = None
     ulp_dtype: str | None = None

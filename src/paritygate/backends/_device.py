@@ -39,7 +39,16 @@ __all__ = [
 ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 # Sums accumulate in float64 (or compensated float32); maxima are plain maxima; counts are exact.
-SUM_STATS = ("sum_abs", "dot", "norm_actual_sq", "norm_expected_sq")
+# diff_norm_sq = sum (a - e)^2 and norm_sq_gap = sum (a - e)(a + e): 1 - cosine with relative
+# precision near cos = 1 (metrics.one_minus_cosine), from the elementwise difference.
+SUM_STATS = (
+    "sum_abs",
+    "dot",
+    "norm_actual_sq",
+    "norm_expected_sq",
+    "diff_norm_sq",
+    "norm_sq_gap",
+)
 MAX_STATS = (
     "max_abs",
     "max_rel",
@@ -255,6 +264,8 @@ def raw_stats(
         dot=s["dot"],
         norm_actual_sq=s["norm_actual_sq"],
         norm_expected_sq=s["norm_expected_sq"],
+        diff_norm_sq=s["diff_norm_sq"],
+        norm_sq_gap=s["norm_sq_gap"],
         ulp_max=int(s["ulp_max"]) if has_ulp else None,
         ulp_nonzero=int(s["ulp_nonzero"]) if has_ulp else None,
         ulp_over=int(s["ulp_over"]) if has_ulp and tolerance.max_ulp is not None else None,

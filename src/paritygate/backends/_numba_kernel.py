@@ -72,6 +72,7 @@ def _build() -> Any:
         _F["max_rel_symmetric"],
     )
     F_DOT, F_NA, F_NE = _F["dot"], _F["norm_actual_sq"], _F["norm_expected_sq"]
+    F_DD, F_GAP = _F["diff_norm_sq"], _F["norm_sq_gap"]
     F_MAX_EXCESS, F_ATOL, F_RTOL, F_KEY = (
         _F["max_excess"],
         _F["atol_needed"],
@@ -95,6 +96,8 @@ def _build() -> Any:
         dot = 0.0
         na = 0.0
         ne = 0.0
+        dd = 0.0
+        gap = 0.0
         sum_abs = 0.0
         differ = 0
         for i in range(a.size):
@@ -103,9 +106,12 @@ def _build() -> Any:
             dot += x * y
             na += x * x
             ne += y * y
-            sum_abs += abs(x - y)
+            d = x - y
+            dd += d * d
+            gap += d * (x + y)  # |a|^2 - |e|^2 from the difference: 1 - cosine (metrics.py)
+            sum_abs += abs(d)
             differ += a[i] != e[i]
-        return dot, na, ne, sum_abs, differ
+        return dot, na, ne, dd, gap, sum_abs, differ
 
     # Sub-blocks where many elements differ: the per-element values are computed by a loop
     # without branches or carried state (so LLVM vectorizes it; the arithmetic is the same IEEE
@@ -237,6 +243,8 @@ def _build() -> Any:
             dot = 0.0
             na = 0.0
             ne = 0.0
+            dd = 0.0
+            gap = 0.0
             key = -np.inf
             needed_a = 0.0
             needed_r = 0.0
@@ -253,7 +261,7 @@ def _build() -> Any:
                 # the negative-index wraparound that would block vectorization.
                 sa = a[sub_start:sub_stop]
                 se = e[sub_start:sub_stop]
-                s_dot, s_na, s_ne, s_abs, s_differ = _nb_sums(sa, se)
+                s_dot, s_na, s_ne, s_dd, s_gap, s_abs, s_differ = _nb_sums(sa, se)
                 # Any NaN or infinity makes a norm non-finite: that sub-block takes the exact
                 # element-by-element accounting.
                 checked = mode == 0 and not (math.isfinite(s_na) and math.isfinite(s_ne))
@@ -261,6 +269,8 @@ def _build() -> Any:
                     dot += s_dot
                     na += s_na
                     ne += s_ne
+                    dd += s_dd
+                    gap += s_gap
                     if mode == 0:
                         sum_abs += s_abs
                     if s_differ == 0:
@@ -334,6 +344,8 @@ def _build() -> Any:
                         dot += x * y
                         na += x * x
                         ne += y * y
+                        dd += (x - y) * (x - y)
+                        gap += (x - y) * (x + y)
                     if mode == 1:
                         xi = np.int64(sa[i])
                         yi = np.int64(se[i])
@@ -419,6 +431,8 @@ def _build() -> Any:
             fout[b, F_DOT] = dot
             fout[b, F_NA] = na
             fout[b, F_NE] = ne
+            fout[b, F_DD] = dd
+            fout[b, F_GAP] = gap
             fout[b, F_MAX_EXCESS] = max_excess
             fout[b, F_ATOL] = needed_a
             fout[b, F_RTOL] = needed_r

@@ -1,8 +1,9 @@
 """A fused Triton kernel for float tensors on CUDA: every metric in one pass over both tensors.
 
 Each program reads ``BLOCK`` elements of both tensors (in tiles of ``TILE``) and writes one row of
-partials: four float64 sums, eight maxima and twelve counts. Per-lane accumulators carry the sums
-in float64 (so ``cosine(x, x)`` is 1 within 1e-12, as in the chunked torch path); differences are
+partials: six float64 sums, eight maxima and twelve counts. Per-lane accumulators carry the sums
+in float64 (so ``cosine(x, x)`` is 1 within 1e-12, and 1 - cosine, from the sums of (a - e)^2 and
+(a - e)(a + e), keeps the chunked path's bound); differences are
 taken in float32 for 16-bit inputs (where they are exact) and in float64 otherwise; every decision
 (excess, mismatch, worst-k rank) is made in float64 against float64 bounds, as on the host;
 ``max_rel`` and ``rtol_needed`` of 16-bit inputs are divided in float32 (relative error 6e-8).
@@ -26,7 +27,7 @@ __all__ = ["available", "supports", "partials", "reduce"]
 BLOCK = 1 << 14  # elements per program (one row of partials)
 TILE = 1 << 9  # elements per step of a program
 NUM_WARPS = 4
-N_SUMS, N_MAXES, N_COUNTS = 4, 8, 12
+N_SUMS, N_MAXES, N_COUNTS = 6, 8, 12
 FLOAT_INPUTS = ("bfloat16", "float16", "float32")
 
 
@@ -93,6 +94,8 @@ def _kernel() -> Any:
         v_dot = tl.zeros([TILE], tl.float64)
         v_na = tl.zeros([TILE], tl.float64)
         v_ne = tl.zeros([TILE], tl.float64)
+        v_dd = tl.zeros([TILE], tl.float64)
+        v_gap = tl.zeros([TILE], tl.float64)
         v_maxabs = tl.zeros([TILE], COMPUTE)
         v_rel = tl.zeros([TILE], COMPUTE)
         v_rels = tl.zeros([TILE], COMPUTE)
@@ -142,6 +145,10 @@ def _kernel() -> Any:
             v_dot += a64 * e64
             v_na += a64 * a64
             v_ne += e64 * e64
+            # (a - e)^2 and (a - e)(a + e) from the difference: 1 - cosine (metrics.py)
+            d64 = (a0 - e0).to(tl.float64)
+            v_dd += d64 * d64
+            v_gap += d64 * (a64 + e64)
             # ULP distance in the coarser dtype: ordered integers (+0 and -0 coincide)
             ba = a_raw.to(ULP_DT).to(ULP_INT, bitcast=True).to(ULP_WIDE)
             be = e_raw.to(ULP_DT).to(ULP_INT, bitcast=True).to(ULP_WIDE)
@@ -186,11 +193,13 @@ def _kernel() -> Any:
                 c_inf_e += tl.sum(inf_e.to(tl.int32), axis=0)
                 c_inf_mis += tl.sum(inf_bad.to(tl.int32), axis=0)
                 c_nf_mis += tl.sum(nf_bad.to(tl.int32), axis=0)
-        fs = fsum_ptr + pid.to(tl.int64) * 4
+        fs = fsum_ptr + pid.to(tl.int64) * 6
         tl.store(fs + 0, tl.sum(v_sabs, axis=0))
         tl.store(fs + 1, tl.sum(v_dot, axis=0))
         tl.store(fs + 2, tl.sum(v_na, axis=0))
         tl.store(fs + 3, tl.sum(v_ne, axis=0))
+        tl.store(fs + 4, tl.sum(v_dd, axis=0))
+        tl.store(fs + 5, tl.sum(v_gap, axis=0))
         fm = fmax_ptr + pid.to(tl.int64) * 8
         tl.store(fm + 0, tl.max(v_maxabs, axis=0).to(tl.float64))
         tl.store(fm + 1, tl.max(v_rel, axis=0).to(tl.float64))
@@ -220,7 +229,7 @@ def _kernel() -> Any:
 
 
 def partials(actual: Any, expected: Any, p: Any, tol: Any) -> tuple[Any, Any, Any]:
-    """Launch the kernel: (sums [programs, 4] f64, maxima [programs, 8] f64, counts [programs, 12] i64).
+    """Launch the kernel: (sums [programs, 6] f64, maxima [programs, 8] f64, counts [programs, 12] i64).
 
     Maxima columns: max_abs, max_rel, max_rel_symmetric, max slack over finite positions,
     max slack, rtol_needed, block rank (largest excess, inf with a non-finite mismatch), ulp_max.

@@ -13,6 +13,11 @@ two threads. ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument)
 Definitions (docs/architecture.md): non-finite positions are accounted separately and excluded
 from the numeric metrics; ULPs are counted in the coarser floating dtype of the two; integers are
 compared without wrap-around and bool outputs exactly.
+
+1 - cosine (``one_minus_cosine``, :func:`paritygate.metrics.one_minus_cosine`) is within
+``1e-14 * |a - e|^2 / (2 |a| |e|)`` of its exact value in both kernels: relative precision near
+cos = 1 (tests/test_backend_cosine.py, exact rational reference; the numpy and numba results
+agree to 1e-12 relative).
 """
 
 from __future__ import annotations
@@ -314,6 +319,8 @@ class _Partials:
         "dot",
         "norm_actual_sq",
         "norm_expected_sq",
+        "diff_norm_sq",  # sum (a - e)^2 and sum (a - e)(a + e): 1 - cosine (metrics.py)
+        "norm_sq_gap",
         "max_excess",
         "atol_needed",
         "rtol_needed",
@@ -409,8 +416,9 @@ def _block_stats_quiet(
         differ = np.greater(d, 0, out=ws.m2[:n])
         count = int(np.count_nonzero(differ))
         if count * 8 < n:
-            _sparse_block_stats(ac, ec, a64, d, ae, differ, count, s, frow, irow)
+            _sparse_block_stats(ac, ec, a64, e64, d, ae, differ, count, s, frow, irow)
             return
+    _difference_sums(a64, e64, d, t1, t2, frow)
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if max_abs > 0:
@@ -478,10 +486,26 @@ def _block_stats_quiet(
             irow[_I["ulp_over"]] = np.count_nonzero(ud > s.max_ulp)
 
 
+def _difference_sums(
+    a64: np.ndarray,
+    e64: np.ndarray,
+    d: np.ndarray,
+    t1: np.ndarray,
+    t2: np.ndarray,
+    frow: np.ndarray,
+) -> None:
+    """sum (a - e)^2 and sum (a - e)(a + e) of a block (non-finite positions zeroed)."""
+    frow[_F["diff_norm_sq"]] = np.multiply(d, d, out=t1).sum()
+    np.subtract(a64, e64, out=t1)
+    np.add(a64, e64, out=t2)
+    frow[_F["norm_sq_gap"]] = np.multiply(t1, t2, out=t1).sum()
+
+
 def _sparse_block_stats(
     ac: np.ndarray,
     ec: np.ndarray,
     a64: np.ndarray,
+    e64: np.ndarray,
     d: np.ndarray,
     ae: np.ndarray,
     differ: np.ndarray,
@@ -501,6 +525,9 @@ def _sparse_block_stats(
         return
     picked = np.flatnonzero(differ)
     ds, aes, as_ = d[picked], ae[picked], a64[picked]
+    es = e64[picked]
+    frow[_F["diff_norm_sq"]] = np.dot(ds, ds)
+    frow[_F["norm_sq_gap"]] = np.dot(as_ - es, as_ + es)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         frow[_F["max_rel"]] = max(np.fmax.reduce(ds / (aes + s.rel_eps)), 0.0)
         frow[_F["max_rel_symmetric"]] = max(
@@ -636,13 +663,21 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
         stats.dot = float(f[:, _F["dot"]].sum())
         stats.norm_actual_sq = float(f[:, _F["norm_actual_sq"]].sum())
         stats.norm_expected_sq = float(f[:, _F["norm_expected_sq"]].sum())
+        stats.diff_norm_sq = float(f[:, _F["diff_norm_sq"]].sum())
+        stats.norm_sq_gap = float(f[:, _F["norm_sq_gap"]].sum())
         sums = (stats.dot, stats.norm_actual_sq, stats.norm_expected_sq)
-        if stats.n_finite and (not all(math.isfinite(x) for x in sums) or 0.0 in sums[1:]):
+        finite = all(math.isfinite(x) for x in (*sums, stats.diff_norm_sq, stats.norm_sq_gap))
+        if stats.n_finite and (not finite or 0.0 in sums[1:]):
             # Squares beyond float64 (values above ~1e154), or a norm that underflowed to zero
             # (values below ~1e-162; a side that is truly all zeros stays zero): the cosine is
-            # scale-invariant, so the three sums are recomputed with each side scaled by a
-            # power of two.
-            stats.dot, stats.norm_actual_sq, stats.norm_expected_sq = _scaled_products(pair)
+            # scale-invariant, so its sums are recomputed with each side scaled by a power of two.
+            (
+                stats.dot,
+                stats.norm_actual_sq,
+                stats.norm_expected_sq,
+                stats.diff_norm_sq,
+                stats.norm_sq_gap,
+            ) = _scaled_products(pair)
         stats.max_excess = float(f[:, _F["max_excess"]].max())
         stats.atol_needed = float(f[:, _F["atol_needed"]].max())
         stats.rtol_needed = float(f[:, _F["rtol_needed"]].max())
@@ -680,8 +715,10 @@ def _finite_blocks(pair: _Pair) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield a64, e64
 
 
-def _scaled_products(pair: _Pair) -> tuple[float, float, float]:
-    """(sum a e, sum a^2, sum e^2) of a / 2**p and e / 2**q, the largest magnitudes brought near 1."""
+def _scaled_products(pair: _Pair) -> tuple[float, float, float, float, float]:
+    """(sum a e, sum a^2, sum e^2, sum (a - e)^2, sum (a - e)(a + e)) of a / 2**p and e / 2**q,
+    the largest magnitudes brought near 1 (one shift for both sides when their peaks are within
+    a factor of 2**64, so that the difference stays the scaled difference)."""
     peak_a = peak_e = 0.0
     for a64, e64 in _finite_blocks(pair):
         peak_a = max(peak_a, float(np.abs(a64).max()))
@@ -690,14 +727,19 @@ def _scaled_products(pair: _Pair) -> tuple[float, float, float]:
     # 1e-313 against one of 1e154), while ldexp scales each element exactly.
     shift_a = -math.frexp(peak_a)[1] if peak_a else 0
     shift_e = -math.frexp(peak_e)[1] if peak_e else 0
-    dot = na = ne = 0.0
+    if peak_a and peak_e and abs(shift_a - shift_e) <= 64:
+        shift_a = shift_e = max(shift_a, shift_e)
+    dot = na = ne = dd = gap = 0.0
     for a64, e64 in _finite_blocks(pair):
         a64 = np.ldexp(a64, shift_a)
         e64 = np.ldexp(e64, shift_e)
+        diff = a64 - e64
         dot += float(np.dot(a64, e64))
         na += float(np.dot(a64, a64))
         ne += float(np.dot(e64, e64))
-    return dot, na, ne
+        dd += float(np.dot(diff, diff))
+        gap += float(np.dot(diff, a64 + e64))
+    return dot, na, ne, dd, gap
 
 
 def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]:
