@@ -218,7 +218,9 @@ def comparison_table(comparison: Comparison, width: int | None = None) -> Any:
         numeric = out.compared_as not in ("str", "bytes") and out.shape is not None
         one_minus = "-"
         if numeric:
-            one_minus = short(1.0 - out.cosine) if out.cosine is not None else "undefined"
+            one_minus = (
+                short(out.one_minus_cosine) if out.one_minus_cosine is not None else "undefined"
+            )
         rows.append(
             (
                 [
