@@ -887,8 +887,8 @@ def basis_warnings(spec: Spec, claims: Iterable[Claim]) -> list[str]:
 
 def raise_if_never_recorded(spec: Spec, checked: Any) -> None:
     """Input errors (exit 2) that verify would otherwise call drift: a reference never recorded,
-    a case file that never existed (the reference holds no outputs recorded from it). A pinned
-    file that disappears after recording stays drift (exit 3)."""
+    a case file that never existed (the reference holds no outputs recorded from it), a case
+    added after recording. A pinned file that disappears after recording stays drift (exit 3)."""
     recorded = checked.reference.cases if checked.reference is not None else {}
     command = f"paritygate record {_spec_argument(spec)}"
     for item in checked.drift:
@@ -899,6 +899,13 @@ def raise_if_never_recorded(spec: Spec, checked: Any) -> None:
                 f"recorded from it); fix the path or create the file, then run `{command}`",
                 where=str(spec.path),
             )
+    added = [i.subject for i in checked.drift if i.kind == "case-not-recorded"]
+    if added:
+        raise InputError(
+            f"case(s) {', '.join(added)} added after the reference was recorded; record them: "
+            f"run `{command}`",
+            where=str(spec.path),
+        )
     for item in checked.drift:
         if item.kind == "reference-missing":
             raise InputError(

@@ -42,6 +42,7 @@ __all__ = [
     "parse_slice",
     "NOOP_STORED_REASON",
     "did_you_mean",
+    "spec_from_text",
 ]
 
 # Spec format history (a spec names its version in ``format_version``):
@@ -312,6 +313,13 @@ def load_spec(path: str | Path) -> Spec:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
+    return spec_from_text(text, path)
+
+
+def spec_from_text(text: str, path: str | Path) -> Spec:
+    """Validate spec ``text`` as if it were the file ``path`` (paths resolve against its folder):
+    how a command that writes a spec checks it before the file is replaced."""
+    path = Path(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "calibrate": "calibrate:calibrate_command",
     "bootstrap": "bootstrap:bootstrap_command",
     "bench": "bench:bench_command",
+    "init": "onboard:init_command",
+    "cases": "onboard:cases_group",
 }
 
 

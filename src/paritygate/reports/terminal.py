@@ -44,7 +44,7 @@ __all__ = [
 # a bound of 0.99999999932 prints as "1-cosine 6.8e-15, bound 6.8e-10".
 ONE_MINUS = {"cosine", "ssim"}
 INDENT = "     "
-MAX_EXPANDED = 5  # failing cases expanded under a claim; the rest are named on one line
+MAX_EXPANDED = 3  # failing cases expanded under a claim; the rest are named on one line
 
 
 def short(value: Any) -> str:
@@ -414,10 +414,15 @@ def _failure_text(failure: dict[str, Any]) -> str:
     return text
 
 
-def _verdict_text(verdict: dict[str, Any]) -> str:
+def _verdict_text(verdict: dict[str, Any], limit: int = 2) -> str:
+    """The verdict's first ``limit`` failures in words (the rest counted; all are in the
+    report)."""
     failures = verdict.get("failures") or []
     if failures:
-        return "; ".join(_failure_text(f) for f in failures)
+        text = "; ".join(_failure_text(f) for f in failures[:limit])
+        if len(failures) > limit:
+            text += f"; +{len(failures) - limit} more"
+        return text
     return verdict_message(verdict)
 
 

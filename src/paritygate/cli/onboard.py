@@ -1,0 +1,135 @@
+"""``paritygate init`` and ``paritygate cases add``: a first spec and pinned cases by command.
+
+Exit codes: 0 written · 2 usage, spec or input error (nothing written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+__all__ = ["init_command", "cases_group"]
+
+
+@click.command("init")
+@click.argument(
+    "folder", required=False, default=".", type=click.Path(path_type=Path, file_okay=False)
+)
+@click.option(
+    "--cases",
+    "cases",
+    multiple=True,
+    required=True,
+    metavar="GLOB",
+    help="Case files, relative to FOLDER (repeatable), e.g. 'cases/*.npz'.",
+)
+@click.option(
+    "--reference",
+    required=True,
+    metavar="MOD:FN|COMMAND",
+    help="The reference: a module:function, or a command with {case} and {out}.",
+)
+@click.option(
+    "--candidate",
+    required=True,
+    metavar="MOD:FN|COMMAND",
+    help="The candidate (the port), in the same form.",
+)
+@click.option(
+    "--outputs",
+    default=None,
+    metavar="NAME[,NAME]",
+    help="Output names (default: found by running the reference on the first case).",
+)
+@click.option(
+    "--atol",
+    type=float,
+    default=None,
+    help="A max-abs claim with this bound instead of an exact one.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["npz", "safetensors", "json"]),
+    default="npz",
+    show_default=True,
+    help="What a command writes at {out}.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing parity.toml.")
+def init_command(
+    folder: Path,
+    cases: tuple[str, ...],
+    reference: str,
+    candidate: str,
+    outputs: str | None,
+    atol: float | None,
+    output_format: str,
+    force: bool,
+) -> int:
+    """Write FOLDER/parity.toml: pinned cases, a reference, a candidate and one provisional claim.
+
+    \b
+    Then: paritygate record FOLDER; paritygate gate FOLDER.
+    Exit codes: 0 written, 2 bad input (nothing written).
+    """
+    from ..onboarding import init_spec
+
+    path = init_spec(
+        folder,
+        cases=list(cases),
+        reference=reference,
+        candidate=candidate,
+        outputs=[o.strip() for o in outputs.split(",") if o.strip()] if outputs else None,
+        atol=atol,
+        output_format=output_format,
+        force=force,
+    )
+    text = path.read_text(encoding="utf-8")
+    count = text.split("\n[cases]\n", 1)[1].count("\n")
+    click.echo(f"wrote {path} ({count} cases, one provisional claim)")
+    click.echo(f"next: paritygate record {folder} && paritygate gate {folder}")
+    click.echo(
+        f"where exact is too strict: paritygate calibrate {path} --claim outputs-match --write"
+    )
+    return 0
+
+
+@click.group("cases")
+def cases_group() -> None:
+    """Manage a spec's cases."""
+
+
+@cases_group.command("add")
+@click.argument("patterns", nargs=-1, required=True, metavar="GLOB...")
+@click.option(
+    "--spec",
+    "spec_path",
+    default="parity.toml",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="The spec to add the cases to.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be added; write nothing.")
+def cases_add_command(patterns: tuple[str, ...], spec_path: Path, dry_run: bool) -> int:
+    """Pin the files GLOB matches (relative to the spec's folder) as cases, one line each.
+
+    A file already pinned keeps its name; a new one is named by its file name.
+
+    \b
+    Exit codes: 0 added (or nothing new), 2 bad input (nothing written).
+    """
+    from ..onboarding import add_cases
+
+    plan = add_cases(spec_path, list(patterns), dry_run=dry_run)
+    added = [c for c in plan if c.added]
+    for case in added:
+        click.echo(
+            f"{'would add' if dry_run else 'added'} {case.name}: {case.path} {case.sha256[:12]}"
+        )
+    kept = len(plan) - len(added)
+    click.echo(
+        f"{len(added)} case(s) {'to add' if dry_run else 'added'}, {kept} already pinned"
+        + ("" if dry_run or not added else f"; re-record: paritygate record {spec_path}")
+    )
+    return 0

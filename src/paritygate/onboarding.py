@@ -1,0 +1,256 @@
+"""Starting a spec: pin case files by command, scaffold a first spec from a folder of cases.
+
+:func:`add_cases` adds every file a glob matches as a case pinned by its sha256, one line per
+case (``name = { path = "...", sha256 = "..." }`` under ``[cases]``), so a 20-case spec needs 20
+lines of cases, not 60 written by a shell loop. :func:`init_spec` writes a whole first spec: the
+cases, a reference and a candidate (a ``module:function`` or a command), the outputs found by
+running the reference on the first case, and one provisional exact claim over every output, to
+be loosened by ``paritygate calibrate`` where a measured tolerance is the honest claim.
+
+Both validate the spec they write before it replaces anything; the write is atomic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+__all__ = ["AddedCase", "add_cases", "init_spec", "case_name_for", "runner_table"]
+
+
+@dataclass(frozen=True)
+class AddedCase:
+    name: str
+    path: str  # relative to the spec's folder, with forward slashes
+    sha256: str
+    added: bool  # False: the file was already pinned under this name
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def case_name_for(path: Path) -> str:
+    """A case name from a file name: its stem, with characters a name cannot hold as ``_``."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", path.stem).strip("_.-")
+    return name or "case"
+
+
+def _matches(root: Path, patterns: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for pattern in patterns:
+        base = Path(pattern)
+        if base.is_absolute():
+            anchor = Path(base.anchor)
+            hits = sorted(anchor.glob(str(base.relative_to(anchor))))
+        else:
+            hits = sorted(root.glob(pattern))
+        files = [p.resolve() for p in hits if p.is_file()]
+        if not files:
+            raise InputError(f"no file matches {pattern!r} (relative to {root})")
+        found.extend(f for f in files if f not in found)
+    return found
+
+
+def _plan(root: Path, files: list[Path], existing: dict[str, Any]) -> list[AddedCase]:
+    by_path = {}
+    for name, entry in existing.items():
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            by_path[(root / entry["path"]).resolve()] = name
+    taken = set(existing)
+    plan: list[AddedCase] = []
+    for file in files:
+        try:
+            rel = file.relative_to(root).as_posix()
+        except ValueError:
+            raise InputError(
+                f"{file} lies outside the spec's folder {root}: case paths are relative to it"
+            ) from None
+        digest = _sha256(file)
+        if file in by_path:
+            name = by_path[file]
+            pinned = existing[name].get("sha256")
+            if pinned not in (None, digest):
+                raise InputError(
+                    f"cases.{name}: {rel} is pinned with another sha256 ({pinned}, the file now "
+                    f"has {digest}); a changed case input is drift: re-pin it by hand, deliberately"
+                )
+            plan.append(AddedCase(name, rel, digest, False))
+            continue
+        name = case_name_for(file)
+        if name in taken:
+            parent = case_name_for(file.parent) if file.parent != root else ""
+            candidate = f"{parent}_{name}" if parent else name
+            counter = 2
+            while candidate in taken:
+                candidate = f"{name}_{counter}"
+                counter += 1
+            name = candidate
+        taken.add(name)
+        plan.append(AddedCase(name, rel, digest, True))
+    return plan
+
+
+def _write_validated(path: Path, text: str) -> None:
+    from .references import atomic_write_text
+    from .spec import spec_from_text
+
+    spec_from_text(text, path)
+    atomic_write_text(path, text)
+
+
+def add_cases(
+    spec_path: str | Path, patterns: list[str], *, dry_run: bool = False
+) -> list[AddedCase]:
+    """Pin every file the glob ``patterns`` match (relative to the spec's folder) as a case.
+
+    A file already pinned keeps its name (and must still match its pin); a new file is named by
+    its stem. Cases written in the compact form take one line each. Returns every matched file,
+    added or not. The spec is validated before it is replaced; nothing is written on error.
+    """
+    import tomlkit
+
+    path = Path(spec_path)
+    if path.is_dir():
+        path = path / "parity.toml"
+    if not path.is_file():
+        raise InputError(f"no spec at {path} (write one with `paritygate init`)")
+    root = path.resolve().parent
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    cases = document.get("cases")
+    plan = _plan(root, _matches(root, patterns), dict(cases.unwrap()) if cases else {})
+    if dry_run or not any(c.added for c in plan):
+        return plan
+    if cases is None:
+        cases = tomlkit.table()
+        document["cases"] = cases
+    compact = not (hasattr(cases, "is_super_table") and cases.is_super_table())
+    for case in plan:
+        if not case.added:
+            continue
+        entry = tomlkit.inline_table() if compact else tomlkit.table()
+        entry.update({"path": case.path, "sha256": case.sha256})
+        cases[case.name] = entry
+    _write_validated(path, tomlkit.dumps(document))
+    return plan
+
+
+def runner_table(role: str, target: str, *, output_format: str = "npz") -> dict[str, Any]:
+    """A runner's table from ``module:function`` (in-process) or a command line (a string with
+    spaces, ``{case}`` and ``{out}`` placeholders: the subprocess protocol)."""
+    table: dict[str, Any] = {"role": role}
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target):
+        table["callable"] = target
+        return table
+    argv = shlex.split(target)
+    if not argv or "{out}" not in " ".join(argv):
+        raise InputError(
+            f"{role} {target!r} is neither 'module:function' nor a command with an {{out}} "
+            "placeholder (for example: 'python run.py {case} {out}')"
+        )
+    table["command"] = argv
+    table["format"] = output_format
+    return table
+
+
+def _discover_outputs(root: Path, spec_text: str, spec_path: Path) -> list[str]:
+    """Run the reference on the first case (as the spec will) and list the outputs it returns."""
+    from .runners import RunFailure, make_runner
+    from .spec import spec_from_text
+
+    spec = spec_from_text(spec_text, spec_path)
+    first = next(iter(spec.cases.values()))
+    active = make_runner(spec.reference, spec)
+    try:
+        active.activate()
+        run = active.run(first)
+    except RunFailure as exc:
+        raise InputError(
+            f"running the reference on case {first.name} failed: {exc.describe()}"
+        ) from None
+    finally:
+        active.deactivate()
+    return sorted(run.outputs)
+
+
+def _toml_value(value: Any) -> str:
+    import tomlkit
+
+    return tomlkit.item(value).as_string()
+
+
+def init_spec(
+    folder: str | Path,
+    *,
+    cases: list[str],
+    reference: str,
+    candidate: str,
+    outputs: list[str] | None = None,
+    atol: float | None = None,
+    output_format: str = "npz",
+    name: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Write ``parity.toml`` in ``folder``: the cases ``cases`` match, pinned; the reference and
+    the candidate; the outputs (found by running the reference on the first case unless given);
+    one provisional claim over every output: exact, or max-abs ``atol`` when given.
+
+    Refuses to replace an existing spec unless ``force``. Returns the spec's path."""
+    from .spec import SPEC_FORMAT_VERSION
+
+    root = Path(folder).resolve()
+    path = root / "parity.toml"
+    if path.exists() and not force:
+        raise InputError(f"{path} exists; add cases with `paritygate cases add` or pass --force")
+    plan = _plan(root, _matches(root, cases), {})
+    ref = runner_table("reference", reference, output_format=output_format)
+    cand = runner_table("candidate", candidate, output_format=output_format)
+    header = [
+        f"# Parity spec of {name or root.name}. Paths are relative to this file's folder.",
+        "# The claim below starts provisional: `paritygate record` then `paritygate gate`;",
+        "# `paritygate calibrate parity.toml --claim ID` measures a bound where exact is too",
+        "# strict.",
+        f"format_version = {SPEC_FORMAT_VERSION}",
+        f"name = {_toml_value(name or root.name)}",
+    ]
+
+    def runner_lines(runner: str, table: dict[str, Any]) -> list[str]:
+        return ["", f"[runners.{runner}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+
+    body = runner_lines("reference", ref) + runner_lines("candidate", cand)
+    case_lines = ["", "[cases]"] + [
+        f"{c.name} = {{ path = {_toml_value(c.path)}, sha256 = {_toml_value(c.sha256)} }}"
+        for c in plan
+    ]
+
+    def text_for(names: list[str]) -> str:
+        metric, bound = ("max_abs", atol) if atol is not None else ("exact", 0)
+        claim = [
+            "",
+            "[claims.outputs-match]",
+            f"outputs = {_toml_value(names)}",
+            f"metric = {_toml_value(metric)}",
+            f"bound = {_toml_value(bound)}",
+            'oracle = "equivalence"',
+            'status = "provisional"',
+        ]
+        lines = header + [f"outputs = {_toml_value(names)}"] + body + claim + case_lines
+        return "\n".join(lines) + "\n"
+
+    if outputs is None:
+        outputs = _discover_outputs(root, text_for(["output"]), path)
+        if not outputs:
+            raise InputError("the reference returned no outputs on the first case")
+    text = text_for(list(outputs))
+    _write_validated(path, text)
+    return path
