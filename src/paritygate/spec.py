@@ -57,8 +57,12 @@ __all__ = [
 #      itself (``counter = "..."``, formats 1-2) is refused as activity evidence. Migration: name
 #      the callable the optimization skips (the transformer body) in ``calls``, with
 #      ``measure = "skipped"`` for a skip band, and set format_version = 3.
-SPEC_FORMAT_VERSION = 3
-READABLE_SPEC_VERSIONS = (1, 2, 3)
+#   4  in-process runners may name factory options that are paths: ``paths = ["weights"]``;
+#      they resolve against the spec's folder (not the working folder) and reach the factory
+#      as absolute paths. Migration: none for specs without ``paths`` (formats 1-3 load as
+#      before); a spec using ``paths`` sets format_version = 4.
+SPEC_FORMAT_VERSION = 4
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4)
 
 # metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
 METRICS: dict[str, tuple[str, str]] = {
@@ -428,6 +432,25 @@ class _Validator:
             raise self.error(key, f"path {value!r} does not exist (in {self.root})")
         return resolved
 
+    def option_paths(self, data: dict[str, Any], key: str, options: dict[str, Any]) -> dict:
+        """``paths = ["weights"]``: factory options that are paths relative to the spec's folder,
+        handed to the factory as absolute paths, so a spec works from any working folder (the
+        process's working folder is never changed)."""
+        if "paths" not in data:
+            return {}
+        if getattr(self, "version", SPEC_FORMAT_VERSION) < 4:
+            raise self.error(f"{key}.paths", "needs format_version = 4")
+        resolved = {}
+        for name in self.strings(data["paths"], f"{key}.paths"):
+            if name not in options:
+                raise self.error(
+                    f"{key}.paths",
+                    f"{name!r} is not an option{did_you_mean(name, options)}; options: "
+                    f"{', '.join(options) or 'none'}",
+                )
+            resolved[name] = str(self.inside(options[name], f"{key}.options.{name}"))
+        return resolved
+
     def target(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or value.count(":") != 1 or not all(value.split(":")):
             raise self.error(key, f"expected 'module:function', got {value!r}")
@@ -457,6 +480,7 @@ class _Validator:
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
         version = data["format_version"]
+        self.version = version if isinstance(version, int) else SPEC_FORMAT_VERSION
         if version not in READABLE_SPEC_VERSIONS or isinstance(version, bool):
             raise self.error(
                 "format_version",
@@ -598,6 +622,7 @@ class _Validator:
                 "cast",
                 "pins",
                 "seed",
+                "paths",
             ),
             required=("role",),
         )
@@ -614,7 +639,7 @@ class _Validator:
                 key, "expected callable = 'module:function', factory = ..., or command = [...]"
             )
         kind = "python" if has_python else "subprocess"
-        python_only = ("options", "pass")
+        python_only = ("options", "pass", "paths")
         command_only = ("format", "env", "cwd")
         for k in python_only if kind == "subprocess" else command_only:
             if k in data:
@@ -677,7 +702,8 @@ class _Validator:
         seed = data.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise self.error(f"{key}.seed", f"expected an integer, got {_kind(seed)}")
-        options = self.table_of(data.get("options", {}), f"{key}.options")
+        options = dict(self.table_of(data.get("options", {}), f"{key}.options"))
+        options.update(self.option_paths(data, key, options))
         return Runner(
             name=name,
             role=role,
