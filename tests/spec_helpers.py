@@ -174,3 +174,11 @@ def plant_scale_bug(project: Path) -> None:
     )
     assert buggy != source
     path.write_text(buggy)
+
+
+def recorded_file(references: Path, case: str) -> Path:
+    """The recorded output file of ``case``, where the reference's manifest points."""
+    import json
+
+    manifest = json.loads((references / "manifest.json").read_text())
+    return references / manifest["cases"][case]["file"]

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from spec_helpers import TINY_SPEC, copy_box_port, make_project
+from spec_helpers import TINY_SPEC, copy_box_port, make_project, recorded_file
 
 from paritygate.cli import main
 from paritygate.drift import verify
@@ -40,19 +40,18 @@ def test_clean_reference_has_no_drift(recorded, capsys):
 
 def test_tampered_reference_file_is_drift_exit_3(recorded, capsys):
     spec = load_spec(recorded)
-    path = spec.references / "outputs" / "a.safetensors"
+    path = recorded_file(spec.references, "a")
+    rel = path.relative_to(spec.references).as_posix()
     data = bytearray(path.read_bytes())
     data[-1] ^= 0x01  # one bit of one stored number
     path.write_bytes(bytes(data))
     result = verify(spec)
-    assert [(d.kind, d.subject) for d in result.drift] == [
-        ("reference-file", "outputs/a.safetensors")
-    ]
+    assert [(d.kind, d.subject) for d in result.drift] == [("reference-file", rel)]
     assert main(["verify", str(recorded)]) == 3
     out = capsys.readouterr().out
     assert (
         "DRIFT" in out
-        and "outputs/a.safetensors" in out
+        and rel in out
         and "does not say the candidate is wrong" in out
     )
     # the gate stops at drift: exit 3, not 1, and no claim is judged
@@ -62,7 +61,7 @@ def test_tampered_reference_file_is_drift_exit_3(recorded, capsys):
 
 def test_truncated_safetensors_gives_exit_3(recorded):
     spec = load_spec(recorded)
-    path = spec.references / "outputs" / "b.safetensors"
+    path = recorded_file(spec.references, "b")
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     assert main(["gate", str(recorded)]) == 3
     assert main(["verify", str(recorded)]) == 3
@@ -77,7 +76,7 @@ def test_hand_edited_manifest_gives_exit_3(recorded, capsys):
 
 def test_unlisted_file_in_the_reference_is_drift(recorded):
     spec = load_spec(recorded)
-    (spec.references / "outputs" / "c.safetensors").write_bytes(b"stray")
+    (recorded_file(spec.references, "a").parent / "c.safetensors").write_bytes(b"stray")
     assert [d.detail for d in verify(spec).drift] == ["file is not in the manifest"]
 
 

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from spec_helpers import TINY_MODEL, TINY_SPEC, TINY_WAIVED, make_project
+from spec_helpers import TINY_MODEL, TINY_SPEC, TINY_WAIVED, make_project, recorded_file
 
 from paritygate.errors import DriftError, UserError
 from paritygate.provenance import sha256_file
@@ -49,7 +49,7 @@ def test_record_writes_safetensors_manifest_and_provenance(tiny):
     w = np.random.default_rng(0).standard_normal((8, 4))
     np.testing.assert_array_equal(reference.outputs("b")["logits"], x @ w)
     # no pickle: the file is a safetensors header (little-endian length + JSON) and raw data
-    raw = (folder / "outputs" / "a.safetensors").read_bytes()
+    raw = recorded_file(folder, "a").read_bytes()
     header_len = int.from_bytes(raw[:8], "little")
     assert json.loads(raw[8 : 8 + header_len])["logits"]["dtype"] == "F64"
 
@@ -187,7 +187,7 @@ def test_hand_edited_manifest_is_detected(tiny):
 
 def test_truncated_safetensors_is_a_drift_error(tiny):
     record(tiny)
-    path = tiny.references / "outputs" / "a.safetensors"
+    path = recorded_file(tiny.references, "a")
     path.write_bytes(path.read_bytes()[:-20])
     with pytest.raises(DriftError, match="damaged"):
         load_reference(tiny).outputs("a")

@@ -130,46 +130,15 @@ def verify(
     )
 
     # -- the reference on disk ------------------------------------------------------------
-    reference: Reference | None = None
-    try:
-        reference = load_reference(spec)
-    except DriftError as exc:
-        kind = (
-            "reference-missing" if "no reference recorded" in exc.message else "reference-manifest"
-        )
-        drift.append(DriftItem(kind, str(spec.references / MANIFEST), None, None, exc.message))
+    # A record switches references by replacing the manifest atomically: when files go missing
+    # under the manifest read, and the manifest on disk is no longer that one, the check runs
+    # again on the new one (a concurrent record is not drift).
+    for _attempt in range(3):
+        reference, found = _check_reference(spec)
+        if not found or reference is None or not _manifest_moved(spec, reference):
+            break
+    drift.extend(found)
     result.reference = reference
-    if reference is not None:
-        folder = reference.folder
-        for rel, digest in sorted(reference.files.items()):
-            path = folder / rel
-            if not path.is_file():
-                drift.append(DriftItem("reference-file", rel, digest, None, "file is missing"))
-                continue
-            observed = sha256_file(path)
-            if observed != digest:
-                drift.append(
-                    DriftItem(
-                        "reference-file",
-                        rel,
-                        digest,
-                        observed,
-                        "file changed since it was recorded",
-                    )
-                )
-        listed = set(reference.files) | {MANIFEST}
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            rel = path.relative_to(folder).as_posix()
-            if rel not in listed:
-                drift.append(
-                    DriftItem(
-                        "reference-file",
-                        rel,
-                        None,
-                        sha256_file(path),
-                        "file is not in the manifest",
-                    )
-                )
 
     # -- case inputs ----------------------------------------------------------------------
     for name in case_names:
@@ -350,3 +319,64 @@ def _unpinned(recorded: dict[str, Any], current: dict[str, Any], *, pinned: set[
         now = f"{new_git.get('revision')}{' (dirty)' if new_git.get('dirty') else ''}"
         lines.append(f"git: recorded {then}, now {now} (not pinned)")
     return lines
+
+
+def _manifest_moved(spec: Spec, reference: Reference) -> bool:
+    from .references import MANIFEST as NAME
+
+    try:
+        on_disk = json.loads((spec.references / NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not isinstance(on_disk, dict) or on_disk.get("digest") != reference.manifest.get(
+        "digest"
+    )
+
+
+def _check_reference(spec: Spec) -> tuple[Reference | None, list[DriftItem]]:
+    """The reference's manifest and files against their sha256; files outside the folders the
+    manifest points into (a version a record is writing, or one it is retiring) are not part of
+    the reference and are not checked."""
+    drift: list[DriftItem] = []
+    reference: Reference | None = None
+    try:
+        reference = load_reference(spec)
+    except DriftError as exc:
+        kind = (
+            "reference-missing" if "no reference recorded" in exc.message else "reference-manifest"
+        )
+        drift.append(DriftItem(kind, str(spec.references / MANIFEST), None, None, exc.message))
+        return None, drift
+    folder = reference.folder
+    for rel, digest in sorted(reference.files.items()):
+        path = folder / rel
+        if not path.is_file():
+            drift.append(DriftItem("reference-file", rel, digest, None, "file is missing"))
+            continue
+        observed = sha256_file(path)
+        if observed != digest:
+            drift.append(
+                DriftItem(
+                    "reference-file", rel, digest, observed, "file changed since it was recorded"
+                )
+            )
+    listed = set(reference.files) | {MANIFEST}
+    pointed = {rel.split("/", 1)[0] for rel in reference.files if "/" in rel}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        top = rel.split("/", 1)[0] if "/" in rel else None
+        if top is not None and top not in pointed and _is_version_folder(top):
+            continue
+        if top is None and rel.startswith(f".{MANIFEST}.") and rel.endswith(".tmp"):
+            continue  # the next manifest, being written
+        if rel not in listed:
+            drift.append(
+                DriftItem(
+                    "reference-file", rel, None, sha256_file(path), "file is not in the manifest"
+                )
+            )
+    return reference, drift
+
+
+def _is_version_folder(name: str) -> bool:
+    return name == "outputs" or name.startswith("v-")

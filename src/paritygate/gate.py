@@ -782,7 +782,14 @@ def _cross_adapter(
             worst = math.inf
             continue
         observed = oc.max_abs if oc.passed or oc.mismatches else math.inf
+        # NaN or an infinity on one side only: the finite max-abs reads 0 there, yet the two
+        # entry points disagree; say what differs instead of "observed 0, exceeded by 0".
+        nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf", "size")]
+        if nonfinite:
+            observed = math.inf
         evidence[name] = {"max_abs": oc.max_abs, "mismatches": oc.mismatches}
+        if nonfinite:
+            evidence[name]["nonfinite"] = [f.describe() for f in nonfinite]
         worst = max(worst, observed)
         if not oc.passed:
             where = name
@@ -791,6 +798,20 @@ def _cross_adapter(
                 el = oc.worst[0]
                 where += " at index " + ",".join(str(i) for i in el.index)
                 detail = f"{adapter} {el.actual}, {candidate} {el.expected}"
+            if nonfinite:
+                nf = oc.nonfinite
+                parts = []
+                if nf is not None and nf.nan_one_side:
+                    parts.append(
+                        f"NaN on one side only at {nf.nan_one_side} of {oc.size} position(s) "
+                        f"({adapter} {nf.actual_nan} NaN, {candidate} {nf.expected_nan} NaN)"
+                    )
+                if nf is not None and nf.inf_mismatch:
+                    parts.append(f"{nf.inf_mismatch} infinity(ies) not matched")
+                parts += [f.detail for f in nonfinite if f.metric == "size" and f.detail]
+                detail = "; ".join(parts + ([detail] if detail else []))
+                failures.append(Failure("nonfinite", 0, None, None, where=where, detail=detail))
+                continue
             failures.append(Failure("max_abs", 0, observed, observed, where=where, detail=detail))
     return ClaimVerdict(
         claim_id=f"{CROSS_ADAPTER_PREFIX}{candidate}",

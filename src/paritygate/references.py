@@ -7,9 +7,17 @@ On disk (the spec's ``references`` folder)::
                                   of the manifest itself (a hand edit is detected)
     outputs/<case>.safetensors    the case's outputs, one tensor per flattened output name
 
-No pickle anywhere. A record writes everything into a temporary sibling folder and renames it into
-place, under a lock, so an interrupted or concurrent record never leaves a half-written reference.
-Before the old reference is replaced, :func:`record` computes a diff against it.
+    v-<id>/outputs/<case>.safetensors   (a record's version folder; references recorded before
+                                  versions were introduced keep ``outputs/`` at the top)
+
+No pickle anywhere. A record runs under a lock and writes its outputs into a new version folder;
+``manifest.json`` is the pointer to the current version, and the switch is one atomic step: the
+new manifest replaces the old one by a rename (POSIX ``rename(2)``: atomic on a local POSIX
+filesystem). A reader sees the old reference or the new one, never neither; a record killed at any
+step leaves the previous reference intact, and the next record removes what it left (version
+folders the manifest does not point into, unfinished manifests, and the ``.references.tmp-*`` /
+``.references.old-*`` folders of the former swap). Before the old reference is replaced,
+:func:`record` computes a diff against it.
 
 Format history (``FORMAT_VERSION``; a reference of another version is *tainted*: re-record):
     1 — paritygate 0.1.0: safetensors per case, manifest.json with sha256 of every file and a
@@ -275,6 +283,14 @@ class RecordResult:
     diff: list[str]  # against the previous reference; empty when identical or none existed
     replaced: bool  # a previous reference existed
     written: bool  # False for a dry run
+    warnings: list[str] = field(default_factory=list)  # e.g. an output that is NaN everywhere
+
+
+def _all_nan(array: Any) -> bool:
+    import numpy as np
+
+    a = np.asarray(array)
+    return a.size > 0 and a.dtype.kind in "fc" and bool(np.isnan(a).all())
 
 
 @contextlib.contextmanager
@@ -364,6 +380,7 @@ def _record_locked(
     runner = spec.reference
     outputs: dict[str, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
+    warnings: list[str] = []
     active = make_runner(runner, spec)
     try:
         active.activate()
@@ -391,6 +408,12 @@ def _record_locked(
                 )
             outputs[case.name] = result.outputs
             seconds[case.name] = result.seconds
+            warnings.extend(
+                f"case {case.name}: reference output {name!r} is NaN everywhere "
+                f"({getattr(array, 'size', 0)} element(s)); a claim on it compares nothing useful"
+                for name, array in sorted(result.outputs.items())
+                if _all_nan(array)
+            )
         if progress:
             progress("", len(spec.cases), len(spec.cases))
     except RunFailure as exc:
@@ -408,41 +431,116 @@ def _record_locked(
         except DriftError as exc:
             old_error = exc.message
 
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
+    _clean_leftovers(folder, old)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix="v-tmp-"))
+    version = staging
+    switched = False
     try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        manifest = _write(spec, tmp, outputs, seconds)
+        os.chmod(staging, 0o777 & ~_umask())
+        manifest = _write(spec, staging, outputs, seconds)
+        # The version folder is named by its content: identical outputs record to identical
+        # names and bytes (a re-record that changed nothing changes nothing in git).
+        content = hashlib.sha256(
+            json.dumps(manifest["files"], sort_keys=True).encode("utf-8")
+        ).hexdigest()
+        version = folder / f"v-{content[:16]}"
+        _prefix(manifest, version.name + "/")
         diff = _diff(old, old_error, manifest, outputs)
+        replaced = old is not None or old_error is not None
         if dry_run:
-            return RecordResult(folder, manifest, diff, replaced=folder.exists(), written=False)
-        replaced = folder.exists()
+            return RecordResult(folder, manifest, diff, replaced, False, warnings)
         if replaced and before_replace is not None and not before_replace(diff):
-            return RecordResult(folder, manifest, diff, replaced=False, written=False)
-        if replaced:
-            retired = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
-            os.rmdir(retired)
-            os.rename(folder, retired)
-            try:
-                os.rename(tmp, folder)
-            except BaseException:
-                os.rename(retired, folder)
-                raise
-            shutil.rmtree(retired, ignore_errors=True)
+            return RecordResult(folder, manifest, diff, False, False, warnings)
+        if version.is_dir():
+            shutil.rmtree(staging)  # the same content is already there
         else:
-            os.rename(tmp, folder)
-        return RecordResult(folder, manifest, diff, replaced=replaced, written=True)
+            os.rename(staging, version)
+        _hook("before-switch")
+        # The switch is one atomic step: the manifest (the pointer to this version's files) is
+        # replaced by a rename. A reader sees the old reference or the new one, never neither.
+        atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        switched = True
+        _fsync_folder(folder)
+        _hook("after-switch")
+        _clean_leftovers(folder, None, keep=version.name)
+        return RecordResult(folder, manifest, diff, replaced, True, warnings)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+        if not switched and version != staging and old is not None:
+            pointed = {rel.split("/", 1)[0] for rel in old.files if "/" in rel}
+            if version.name not in pointed:
+                shutil.rmtree(version, ignore_errors=True)
+
+
+def _prefix(manifest: dict[str, Any], prefix: str) -> None:
+    """Point the manifest's files into the version folder ``prefix`` and seal it (digest)."""
+    manifest["files"] = {prefix + rel: digest for rel, digest in manifest["files"].items()}
+    for entry in manifest["cases"].values():
+        entry["file"] = prefix + entry["file"]
+    manifest["digest"] = manifest_digest(manifest)
+
+
+# A test-only hook: PARITYGATE_RECORD_FAULT=<step> makes record kill its own process (SIGKILL)
+# at that write step, so the fault suite can show every step leaves a readable reference.
+_FAULT_ENV = "PARITYGATE_RECORD_FAULT"
+
+
+def _hook(step: str) -> None:
+    if os.environ.get(_FAULT_ENV) == step:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _clean_leftovers(folder: Path, current: Reference | None, keep: str | None = None) -> None:
+    """Remove what interrupted records left (under the record lock): the temporary and retired
+    folders of the former swap (``.references.tmp-*``, ``.references.old-*``), unfinished
+    manifests, and every version folder the manifest does not point into."""
+    for pattern in (f".{folder.name}.tmp-*", f".{folder.name}.old-*"):
+        for path in folder.parent.glob(pattern):
+            shutil.rmtree(path, ignore_errors=True)
+    if not folder.is_dir():
+        return
+    if keep is None and current is None and (folder / MANIFEST).exists():
+        return  # an unreadable manifest: leave its files for the diff and the user
+    pointed: set[str] = set()
+    if keep is not None:
+        pointed.add(keep)
+    elif current is not None:
+        pointed = {rel.split("/", 1)[0] for rel in current.files if "/" in rel}
+    for path in folder.iterdir():
+        if path.name.startswith(f".{MANIFEST}.") and path.name.endswith(".tmp"):
+            path.unlink(missing_ok=True)
+        elif path.is_dir() and (path.name == "outputs" or path.name.startswith("v-")):
+            if path.name not in pointed:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _write(
     spec: Spec, tmp: Path, outputs: dict[str, dict[str, Any]], seconds: dict[str, float]
 ) -> dict[str, Any]:
+    """Write the outputs into ``tmp`` (a version folder of the reference) and return the
+    manifest, its file names relative to that folder (see :func:`_prefix`)."""
     import numpy as np
     from safetensors.numpy import save_file
 
     (tmp / "outputs").mkdir()
+    os.chmod(tmp / "outputs", 0o777 & ~_umask())
     files: dict[str, str] = {}
     cases: dict[str, Any] = {}
     for case_name, tree in outputs.items():
@@ -462,6 +560,8 @@ def _write(
             ) from None
         with open(tmp / rel, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp / rel, 0o666 & ~_umask())  # like the manifest
+        _hook("output-written")
         files[rel] = sha256_file(tmp / rel)
         case = spec.cases[case_name]
         cases[case_name] = {
@@ -486,6 +586,4 @@ def _write(
         "pins": {"runner": runner.pins, "spec": spec.pins},
         "provenance": capture(root=spec.root, runner=runner, spec_pins=spec.pins),
     }
-    manifest["digest"] = manifest_digest(manifest)
-    atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

@@ -610,7 +610,7 @@ class SubprocessRunner(ActiveRunner):
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,  # the protocol's result is the output file
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # so a timeout ends the command and its children
             )
@@ -618,22 +618,23 @@ class SubprocessRunner(ActiveRunner):
             raise RunFailure(
                 self.name, case.name, "crash", f"cannot start {argv[0]!r}: {exc.strerror or exc}"
             ) from None
+        stderr_reader = _PipeReader(process.stderr)
         try:
-            _, stderr_bytes = process.communicate(timeout=self.runner.timeout)
+            process.wait(timeout=self.runner.timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _, stderr_bytes = process.communicate()
-            stderr = _tail(stderr_bytes)
+            _kill_group(process.pid)
+            process.wait()
+            stderr_reader.finish(process.pid)
             raise RunFailure(
                 self.name,
                 case.name,
                 "timeout",
-                f"no result within {self.runner.timeout:g} s (killed)",
-                stderr,
+                f"no result within {self.runner.timeout:g} s (killed with its process group)",
+                _tail(stderr_reader.data),
             ) from None
+        # The command has exited. A child it left behind (in its group, or in a session of its
+        # own) may still hold stderr open: the pipe is read for a moment more, never waited on.
+        stderr_bytes = stderr_reader.finish(process.pid)
         seconds = time.perf_counter() - start
         stderr = _tail(stderr_bytes)
         if process.returncode != 0:
@@ -653,6 +654,51 @@ class SubprocessRunner(ActiveRunner):
         except ValueError as exc:
             raise RunFailure(self.name, case.name, "unparseable", str(exc), stderr) from None
         return self._finish(raw, case, seconds, stderr)
+
+
+# Seconds a command's stderr is still read after the command exited (children it left behind
+# may hold the pipe open; they are not waited on).
+PIPE_GRACE = 1.0
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _PipeReader:
+    """Reads a pipe on a daemon thread, so that no wait on the pipe can outlast the command."""
+
+    def __init__(self, pipe: Any):
+        self._pipe = pipe
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := self._pipe.read1(65536):
+                self._chunks.append(chunk)
+                if sum(map(len, self._chunks)) > 4 * STDERR_KEEP:
+                    self._chunks = [b"".join(self._chunks)[-STDERR_KEEP:]]
+        except (OSError, ValueError):
+            pass
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(list(self._chunks))
+
+    def finish(self, pgid: int) -> bytes:
+        """What was read once the command exited: EOF within PIPE_GRACE seconds, else the
+        command's process group is killed (children it left running) and, if a child in a
+        session of its own still holds the pipe, the pipe is abandoned to the daemon thread."""
+        self._thread.join(PIPE_GRACE)
+        if self._thread.is_alive():
+            _kill_group(pgid)
+            self._thread.join(PIPE_GRACE)
+        return self.data
 
 
 def _tail(data: bytes | None) -> str:

@@ -586,6 +586,11 @@ class _Validator:
         data = self.table_of(value, key)
         self.keys(data, key, ("path", "sha256", "label", "labels"), required=("path",))
         path = self.inside(data["path"], f"{key}.path")
+        if path.exists() and not path.is_file():
+            # A FIFO or a device would block every reader (hashing, loading) forever.
+            raise self.error(
+                f"{key}.path", f"{data['path']!r} is not a regular file ({_file_kind(path)})"
+            )
         if "sha256" not in data:
             raise self.error(f"{key}.sha256", "required key is missing" + _pin_hint(path))
         sha = self.string(data, key, "sha256")
@@ -847,6 +852,26 @@ class _Validator:
                     f"metric {metric!r} is measured per {scope}, not per {declared_scope}",
                 )
         bound = self.number(data["bound"], f"{key}.bound")
+        _, direction_of = METRICS[metric]
+        ranges = {
+            "cosine": (-1.0, 1.0),
+            "ssim": (-1.0, 1.0),
+            "accuracy": (0.0, 1.0),
+            "agreement": (0.0, 1.0),
+        }
+        if direction_of == "max" and bound < 0:
+            raise self.error(
+                f"{key}.bound",
+                f"{metric} is an upper bound on a quantity that cannot be negative: got {bound:g}, "
+                "which no measurement can meet",
+            )
+        if metric in ranges and not ranges[metric][0] <= bound <= ranges[metric][1]:
+            low, high = ranges[metric]
+            raise self.error(f"{key}.bound", f"{metric} lies in [{low:g}, {high:g}], got {bound:g}")
+        if metric == "speedup" and bound <= 0:
+            raise self.error(f"{key}.bound", f"a speedup is a positive ratio, got {bound:g}")
+        if metric == "ulp" and bound != int(bound):
+            raise self.error(f"{key}.bound", f"ULP distance is a whole number, got {bound:g}")
         if metric == "exact" and bound != 0:
             raise self.error(f"{key}.bound", "metric 'exact' is byte equality: the bound must be 0")
         oracle = self.choice(data, key, "oracle", ORACLES)
@@ -985,6 +1010,22 @@ class _Validator:
             params=_plain(params),
             activity=activity,
         )
+
+
+def _file_kind(path: Path) -> str:
+    import stat
+
+    mode = path.stat().st_mode
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def _produced(pattern: str, outputs: tuple[str, ...], runners: dict[str, Runner]) -> bool:

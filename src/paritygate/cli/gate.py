@@ -79,6 +79,8 @@ def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
 
     with _progress("record") as update:
         result = record(spec, dry_run=dry_run, progress=update, before_replace=confirm)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if dry_run:
         _show_diff(console, result.diff)
         console.print(
