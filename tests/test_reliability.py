@@ -202,3 +202,68 @@ def test_cross_adapter_nan_on_one_side_says_nan_not_observed_0(tmp_path):
     good = load_spec(make_project(tmp_path / "good", good_text, modules={"tiny.py": ADAPTER_NAN}))
     record(good)
     assert run_gate(good).passed
+
+
+# --------------------------------------------------------------------------------------------
+# File loaders: sizes checked before allocating, duplicate names, FIFOs
+
+
+def _npy_claiming(shape: tuple[int, ...]) -> bytes:
+    import struct
+
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}"
+    header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * 16
+
+
+def test_npy_and_npz_headers_claiming_more_than_the_file_holds_exit_2(tmp_path, capsys):
+    import zipfile
+
+    good = tmp_path / "good.npy"
+    np.save(good, np.zeros(4, np.float32))
+    huge = tmp_path / "huge.npy"
+    huge.write_bytes(_npy_claiming((10**12, 10**6)))
+    archive = tmp_path / "huge.npz"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.npy", _npy_claiming((10**12, 10**6)))
+    for path, where in ((huge, "huge.npy"), (archive, "huge.npz[a]")):
+        assert main(["compare", str(path), str(good)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and where in err
+        assert "header claims shape (1000000000000, 1000000)" in err and "holds 16 bytes" in err
+    # Good case: a header that matches its data (4 float32 = 16 bytes) loads and compares.
+    fits = tmp_path / "fits.npy"
+    fits.write_bytes(_npy_claiming((4,)))
+    assert main(["compare", str(fits), str(good)]) == 0
+
+
+def test_safetensors_with_a_duplicate_tensor_name_is_refused(tmp_path, capsys):
+    import struct
+
+    header = (
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+        '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    )
+    dup = tmp_path / "dup.safetensors"
+    dup.write_bytes(struct.pack("<Q", len(header)) + header.encode() + b"\0" * 4)
+    from safetensors.numpy import save_file
+
+    good = tmp_path / "good.safetensors"
+    save_file({"a": np.zeros(1, np.float32)}, str(good))
+    assert main(["compare", str(dup), str(good)]) == 2
+    assert "tensor 'a' appears twice in the header" in capsys.readouterr().err
+    assert main(["compare", str(good), str(good)]) == 0
+
+
+def test_a_fifo_output_file_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "out.npy"
+    os.mkfifo(fifo)
+    np.save(tmp_path / "good.npy", np.zeros(3))
+    done = subprocess.run(
+        [sys.executable, "-m", "paritygate", "compare", str(fifo), str(tmp_path / "good.npy")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "is not a regular file" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -169,6 +169,9 @@ def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
     suffix = path.suffix.lower()
     if path.is_dir():
         raise InputError("is a directory, expected an output file", where=where)
+    if path.exists() and not path.is_file():
+        # A FIFO (or a device) would block the read forever.
+        raise InputError("is not a regular file (a FIFO, socket or device)", where=where)
     if suffix not in SUPPORTED_SUFFIXES:
         shown = path.suffix or "no extension"
         raise InputError(
@@ -248,6 +251,7 @@ def _load_safetensors(data: bytes, where: str) -> dict[str, Any]:
             f"file has {len(data) - 8} after the length field",
             where=where,
         )
+    _check_safetensors_names(data[8 : 8 + header_len], where)
     try:
         entries = safetensors.deserialize(data)
     except Exception as exc:  # safetensors raises its own SafetensorError for any corruption
@@ -288,6 +292,7 @@ def _load_npy(data: bytes, where: str, member: str | None = None):
         if not data:
             raise InputError("is empty, not a .npy array", where=label)
         raise InputError("not a .npy file (no NUMPY header)", where=label)
+    _check_npy_size(data, label)
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except ValueError as exc:
@@ -499,3 +504,51 @@ def _json_tree(value: Any, where: str, name: str = "") -> Any:
     raise InputError(
         f"output {name!r} of type {type(value).__name__} cannot be written as JSON", where=where
     )
+
+
+def _check_npy_size(data: bytes, label: str) -> None:
+    """The array a .npy header describes must fit the bytes that follow it: a header claiming
+    shape (10**12, 10**6) is refused before anything is allocated."""
+    import io
+
+    import numpy as np
+
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
+        if read is None:
+            return  # version 3 headers (utf-8 field names): np.load checks them
+        shape, _fortran, dtype = read(stream)
+    except (ValueError, EOFError, OSError, SyntaxError) as exc:
+        raise InputError(f"corrupt or truncated .npy header ({exc})", where=label) from None
+    if dtype.hasobject:
+        return  # refused by the loader itself, without unpickling
+    needed = math.prod(shape) * dtype.itemsize
+    held = len(data) - stream.tell()
+    if needed > held:
+        raise InputError(
+            f"the .npy header claims shape {tuple(shape)} of {dtype} ({needed} bytes), the file "
+            f"holds {held} bytes of data",
+            where=label,
+        )
+
+
+def _check_safetensors_names(header: bytes, where: str) -> None:
+    """A tensor name may appear once in a safetensors header (JSON would keep the last one)."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise InputError(f"tensor {key!r} appears twice in the header", where=where)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(header.decode("utf-8"), object_pairs_hook=pairs)
+    except (UnicodeDecodeError, ValueError):
+        return  # safetensors itself reports a header that is not JSON

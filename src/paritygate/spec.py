@@ -853,12 +853,7 @@ class _Validator:
                 )
         bound = self.number(data["bound"], f"{key}.bound")
         _, direction_of = METRICS[metric]
-        ranges = {
-            "cosine": (-1.0, 1.0),
-            "ssim": (-1.0, 1.0),
-            "accuracy": (0.0, 1.0),
-            "agreement": (0.0, 1.0),
-        }
+        ranges = {"cosine": (-1.0, 1.0), "ssim": (-1.0, 1.0)}  # accuracy may be in percent
         if direction_of == "max" and bound < 0:
             raise self.error(
                 f"{key}.bound",
