@@ -7,8 +7,8 @@ with the TorchScript ``state_dict`` entry it came from, byte for byte.
 
 Run once (needs torch and silero-vad)::
 
-    python convert_weights.py            # writes weights/silero_vad_16k_mlx.safetensors + manifest
-    python convert_weights.py --check    # re-converts in memory and compares with the committed file
+    python convert_weights.py          # writes weights/silero_vad_16k_mlx.safetensors + manifest
+    python convert_weights.py --check  # re-converts in memory, compares with the committed file
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ for _rate in ("16k", "8k"):
 
 
 def torchscript_path() -> Path:
-    """The TorchScript file inside the installed silero-vad wheel (found without importing torch)."""
+    """The TorchScript file inside the installed silero-vad wheel (found without importing
+    torch)."""
     import importlib.util
 
     spec = importlib.util.find_spec("silero_vad")

@@ -262,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(
                 json.dumps(
                     {
-                        "measured": "fraction of chunks whose TorchScript speech probability lies within "
-                        "0.15 of the 0.5 threshold",
+                        "measured": "fraction of chunks whose TorchScript speech probability "
+                        "lies within 0.15 of the 0.5 threshold",
                         "fractions": fractions,
                     },
                     indent=1,

@@ -135,8 +135,11 @@ def onnx_probabilities(samples: np.ndarray, rate: int) -> np.ndarray:
 _PORTS: dict = {}
 
 
+_FAITHFUL = PortVariant()
+
+
 def mlx_probabilities(
-    samples: np.ndarray, rate: int, variant: PortVariant = PortVariant()
+    samples: np.ndarray, rate: int, variant: PortVariant = _FAITHFUL
 ) -> np.ndarray:
     import vad_mlx
 

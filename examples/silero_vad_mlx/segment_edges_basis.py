@@ -102,9 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         (HERE / "calibration" / "segment-edges.json").write_text(json.dumps(basis, indent=1) + "\n")
         edges = basis.pop("edges")
-        basis["edges"] = (
-            f"{sum(map(len, edges.values()))} edges with their margins in calibration/segment-edges.json"
-        )
+        count = sum(map(len, edges.values()))
+        basis["edges"] = f"{count} edges with their margins in calibration/segment-edges.json"
         update_claim(
             HERE / "parity.toml", "segment-edges", bound=0, status="calibrated", basis=basis
         )

@@ -1043,7 +1043,9 @@ def _environment() -> dict[str, Any]:
         if _MODULE_OF.get(name, name.replace("-", "_")) in sys.modules
     }
     return {
-        "hardware": f"{hardware} ({facts.get('system')} {facts.get('machine')})",
+        # The SIMD level too: framework kernels round by it (an AVX2 and an AVX-512 CPU differ).
+        "hardware": f"{hardware} ({facts.get('system')} {facts.get('machine')}"
+        + (f", {facts['cpu_isa']})" if facts.get("cpu_isa") else ")"),
         "date": utc_now(),
         "versions": loaded,
     }
