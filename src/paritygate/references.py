@@ -16,7 +16,10 @@ new manifest replaces the old one by a rename (POSIX ``rename(2)``: atomic on a 
 filesystem). A reader sees the old reference or the new one, never neither; a record killed at any
 step leaves the previous reference intact, and the next record removes what it left (version
 folders the manifest does not point into, unfinished manifests, and the ``.references.tmp-*`` /
-``.references.old-*`` folders of the former swap). Before the old reference is replaced,
+``.references.old-*`` folders of the former swap). The version a record replaces stays until the
+next record, so that a gate that read the old manifest before the switch finishes on its files;
+version folders the manifest does not point into are not part of the reference (``verify``
+ignores them). Before the old reference is replaced,
 :func:`record` computes a diff against it.
 
 Format history (``FORMAT_VERSION``; a reference of another version is *tainted*: re-record):
@@ -438,6 +441,7 @@ def _record_locked(
     switched = False
     try:
         os.chmod(staging, 0o777 & ~_umask())
+        _hook("staging-created")
         manifest = _write(spec, staging, outputs, seconds)
         # The version folder is named by its content: identical outputs record to identical
         # names and bytes (a re-record that changed nothing changes nothing in git).
@@ -463,7 +467,10 @@ def _record_locked(
         switched = True
         _fsync_folder(folder)
         _hook("after-switch")
-        _clean_leftovers(folder, None, keep=version.name)
+        # The version just replaced stays until the next record: a gate or verify that read the
+        # old manifest before the switch finishes on the files it points to.
+        previous = {rel.split("/", 1)[0] for rel in (old.files if old else {}) if "/" in rel}
+        _clean_leftovers(folder, None, keep={version.name, *previous})
         return RecordResult(folder, manifest, diff, replaced, True, warnings)
     finally:
         if staging.exists():
@@ -507,7 +514,7 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _clean_leftovers(folder: Path, current: Reference | None, keep: str | None = None) -> None:
+def _clean_leftovers(folder: Path, current: Reference | None, keep: set[str] | None = None) -> None:
     """Remove what interrupted records left (under the record lock): the temporary and retired
     folders of the former swap (``.references.tmp-*``, ``.references.old-*``), unfinished
     manifests, and every version folder the manifest does not point into."""
@@ -520,7 +527,7 @@ def _clean_leftovers(folder: Path, current: Reference | None, keep: str | None =
         return  # an unreadable manifest: leave its files for the diff and the user
     pointed: set[str] = set()
     if keep is not None:
-        pointed.add(keep)
+        pointed |= keep
     elif current is not None:
         pointed = {rel.split("/", 1)[0] for rel in current.files if "/" in rel}
     for path in folder.iterdir():
