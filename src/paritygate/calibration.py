@@ -235,6 +235,13 @@ class MutationSummary:
     caught_by: str = ""  # set when the claim's activity band, not its metric, rejects it
     # per case where a model mutation changed the outputs' structure: "case c: structure changed: ..."
     structure_changed: list[str] = field(default_factory=list)
+    changed_cases: list[str] = field(default_factory=list)  # the cases it changed
+
+    @property
+    def uncovered(self) -> bool:
+        """Changed no output on any case: the cases do not exercise what it mutates (one rule
+        for output and model mutations; never counted as noise, never a bug signal)."""
+        return self.cases == 0
 
 
 @dataclass
@@ -346,6 +353,8 @@ class CalibrationResult:
                     f"    {m.structure_changed[0]}"
                     + (f" (and {more} more case{'s' if more > 1 else ''})" if more else "")
                 )
+        for line in self.coverage_lines():
+            lines.append(line)
         lines.append("")
         lines.append(
             f"risk: with n = {self.n} cases the next case exceeds the largest observed noise with "
@@ -431,8 +440,40 @@ class CalibrationResult:
             return f"{head}: width {_g(dist.gap)}; the noise is exactly zero"
         return f"{head}: width {_g(dist.gap)}, the bug {bug / noise:.3g}x the noise's distance from agreement"
 
+    def coverage(self) -> dict[str, Any]:
+        """Which mutations the cases exercise, and which cases no mutation changed."""
+        covered_cases = {c for m in self.mutations for c in m.changed_cases}
+        return {
+            "mutations": len(self.mutations),
+            "covered": [m.name for m in self.mutations if not m.uncovered],
+            "uncovered": [m.name for m in self.mutations if m.uncovered],
+            "cases_no_mutation_changed": [c for c in self.cases if c not in covered_cases],
+        }
+
+    def coverage_lines(self) -> list[str]:
+        if not self.mutations:
+            return []
+        cov = self.coverage()
+        lines = [
+            f"coverage: {len(cov['covered'])} of {cov['mutations']} mutations changed the outputs "
+            f"on at least one of {self.n} cases"
+            + (f"; uncovered: {', '.join(cov['uncovered'])}" if cov["uncovered"] else "")
+        ]
+        for m in self.mutations:
+            if m.uncovered:
+                lines.append(
+                    f"  mutation {m.name} changed nothing on any of {self.n} cases: the cases do "
+                    "not cover it (counted as uncovered, not as noise)"
+                )
+        if cov["cases_no_mutation_changed"]:
+            lines.append(
+                f"  cases no mutation changed: {', '.join(cov['cases_no_mutation_changed'])}"
+            )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         data = to_jsonable(self)
+        data["coverage"] = self.coverage()
         data["n"] = self.n
         data["exact_claim"] = self.exact_claim()
         data["basis"] = to_jsonable(self.basis())
@@ -578,6 +619,7 @@ def calibrate(
     summaries: list[MutationSummary] = []
     for mi, mutation in enumerate(mutations):
         applied = 0
+        changed_cases: list[str] = []
         for index in range(len(cases)):
             mutated, changed = {}, False
             case_rng = np.random.default_rng([seed, mi, index])
@@ -592,16 +634,25 @@ def calibrate(
             if not changed:
                 continue  # the mutation injected nothing here: no bug to measure
             applied += 1
+            changed_cases.append(case_names[index])
             values, _ = measure(mutated, baselines[index], covered)
             for name in recorded:
                 bugs[name].setdefault(mutation.name, []).append(
                     _worst(name, [values[p][name] for p in covered])
                 )
         summaries.append(
-            MutationSummary(mutation.name, "output", mutation.description, applied, None)
+            MutationSummary(
+                mutation.name,
+                "output",
+                mutation.description,
+                applied,
+                None,
+                changed_cases=changed_cases,
+            )
         )
     for name_m, make in model_mutations.items():
         applied = 0
+        changed_cases = []
         structure_changed: list[str] = []
         for index in range(len(cases)):
             where = f"model mutation {name_m!r}, case {case_names[index]}"
@@ -620,6 +671,7 @@ def calibrate(
                 # A mutated model that changes an output's structure fails the claim in the most
                 # obvious way: caught in this case, at the metric's worst value, never noise.
                 applied += 1
+                changed_cases.append(case_names[index])
                 structure_changed.append(
                     f"case {case_names[index]}: structure changed: {'; '.join(changes)}"
                 )
@@ -627,8 +679,9 @@ def calibrate(
                     bugs[name].setdefault(name_m, []).append(_WORST_VALUE[DIRECTIONS[name]])
                 continue
             if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
-                continue
+                continue  # the same rule as output mutations: nothing injected in this case
             applied += 1
+            changed_cases.append(case_names[index])
             values, _ = measure(mutated, baselines[index], covered)
             for name in recorded:
                 bugs[name].setdefault(name_m, []).append(
@@ -643,6 +696,7 @@ def calibrate(
                 applied,
                 None,
                 structure_changed=structure_changed,
+                changed_cases=changed_cases,
             )
         )
 
@@ -956,8 +1010,9 @@ def _propose(result: CalibrationResult) -> None:
     if dist.smallest_bug is None:
         result.refused = True
         result.reason = (
-            "no mutation changed the candidate's outputs, so no bug signal was measured: add "
-            "mutations that apply to these outputs (or model-level mutations)"
+            f"no mutation changed the candidate's outputs on any of {result.n} cases, so no bug "
+            "signal was measured: the cases do not cover what the mutations change; add cases "
+            "that exercise it, or mutations that apply to these outputs"
         )
         return
     if not dist.separated:

@@ -268,6 +268,8 @@ def _edge(
     common = sorted(set(actual) & set(expected))
     if not common:
         return None, [], {}
+    if claim.params.get("match") == "iou":
+        return _iou_edges(claim, actual, expected, common)
     edge_names = tuple(claim.params.get("edges", BOX_EDGES))
     kind = "box" if edge_names == BOX_EDGES else "element"
     try:
@@ -302,6 +304,46 @@ def _edge(
         "bound_that_passes": result.bound_that_passes,
     }
     return result.observed_max_delta, failures, evidence
+
+
+def _iou_edges(
+    claim: Claim, actual: dict[str, Any], expected: dict[str, Any], common: list[str]
+) -> tuple[float | None, list[Failure], dict[str, Any]]:
+    """Unlabelled boxes (each covered output an (n, 4) array): paired by an optimal IoU
+    assignment, per-edge deltas of every matched pair against the bound; an unmatched box on
+    either side is a failure (its worst value is infinite)."""
+    from .structured import match_boxes
+
+    min_iou = float(claim.params.get("min_iou", 0.5))
+    unit = f" {claim.unit}" if claim.unit else ""
+    failures: list[Failure] = []
+    evidence: dict[str, Any] = {}
+    worst: float | None = None
+    for name in common:
+        try:
+            result = match_boxes(
+                actual[name], expected[name], min_iou=min_iou, max_edge_delta=claim.bound, path=name
+            )
+        except InputError as exc:
+            failures.append(Failure("input", None, None, where=name, detail=exc.message))
+            worst = math.inf
+            continue
+        observed = result.observed_max_delta
+        if result.unmatched_actual or result.unmatched_expected:
+            observed = math.inf
+        if observed is not None:
+            worst = observed if worst is None else max(worst, observed)
+        for f in result.failures:
+            detail = f"{f.detail}{unit}" if f.metric == "edge_delta" else f.detail
+            failures.append(replace(f, where=f"{name} {f.where}", detail=detail))
+        evidence[name] = {
+            "pairs": result.pairs,
+            "min_iou": min_iou,
+            "observed_min_iou": result.observed_min_iou,
+            "unmatched_actual": result.unmatched_actual,
+            "unmatched_expected": result.unmatched_expected,
+        }
+    return worst, failures, evidence
 
 
 def _output(

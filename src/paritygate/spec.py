@@ -930,7 +930,7 @@ class _Validator:
             "ssim": {"data_range"},
             "psnr": {"data_range"},
             "max_rel": {"rel_eps"},
-            "max_edge_delta": {"edges"},
+            "max_edge_delta": {"edges", "match", "min_iou"},
             **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")},
         }.get(metric, set())
         for p in params:
@@ -955,6 +955,27 @@ class _Validator:
                 raise self.error(
                     f"{key}.params.edges",
                     f'expected a list of distinct edge names (e.g. ["start", "end"] for segments), got {_kind(edges)}',
+                )
+        if metric == "max_edge_delta" and ("match" in params or "min_iou" in params):
+            match = params.get("match", "label")
+            if match not in ("label", "iou"):
+                raise self.error(
+                    f"{key}.params.match",
+                    f"expected 'label' (boxes keyed by output name) or 'iou' (unlabelled boxes "
+                    f"paired by IoU), got {match!r}",
+                )
+            if "min_iou" in params and match != "iou":
+                raise self.error(f"{key}.params.min_iou", "min_iou needs match = 'iou'")
+            if match == "iou" and "edges" in params:
+                raise self.error(f"{key}.params.edges", "IoU matching pairs boxes (x1, y1, x2, y2)")
+            min_iou = params.get("min_iou", 0.5)
+            if (
+                isinstance(min_iou, bool)
+                or not isinstance(min_iou, (int, float))
+                or not 0 <= min_iou <= 1
+            ):
+                raise self.error(
+                    f"{key}.params.min_iou", f"expected a number in [0, 1], got {min_iou!r}"
                 )
         if metric in ("accuracy", "ece"):
             label = params.get("label", "label")

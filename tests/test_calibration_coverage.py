@@ -1,0 +1,84 @@
+"""Coverage of cases in calibration: a mutation that changes no output on any case means the
+cases do not exercise what it mutates; it is reported as uncovered (one rule for output and model
+mutations), never counted as noise, and the report carries a coverage summary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from spec_helpers import make_project
+from test_cli_calibrate import CASES, MODEL, SPEC
+
+from paritygate.calibration import calibrate, shift
+from paritygate.cli import main
+
+COVERAGE_MODEL = (
+    MODEL
+    + '''
+
+def candidate32_dead_branch(case):
+    """a mutation of a branch no case reaches (inputs beyond 1e6)"""
+    x = case.load()["x"].astype(np.float32)
+    y = np.tanh(x @ W.astype(np.float32))
+    if np.abs(x).max() > 1e6:
+        y = y * 0
+    return {"y": y}
+'''
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    rng = np.random.default_rng(3)
+    cases = {c: {"x": rng.standard_normal((6, 8))} for c in CASES}
+    return make_project(tmp_path, SPEC, modules={"calib.py": COVERAGE_MODEL}, cases=cases)
+
+
+def test_a_model_mutation_that_changes_nothing_is_reported_uncovered(project, tmp_path, capsys):
+    out_json = tmp_path / "calibration.json"
+    args = [
+        "calibrate",
+        str(project),
+        "--claim",
+        "y-close",
+        "--model-mutation",
+        "zeroed column=calib:candidate32_zeroed",
+        "--model-mutation",
+        "dead branch=calib:candidate32_dead_branch",
+        "--json",
+        str(out_json),
+    ]
+    assert main(args) == 0  # the covered mutation still separates noise from bugs
+    out = capsys.readouterr().out
+    assert (
+        "mutation dead branch changed nothing on any of 16 cases: the cases do not cover it" in out
+    )
+    assert "uncovered: dead branch" in out
+    assert "proposal: max_abs <= " in out
+    coverage = json.loads(out_json.read_text())["coverage"]
+    assert coverage["uncovered"] == ["dead branch"]
+    assert "zeroed column" in coverage["covered"]
+
+
+def test_one_rule_for_output_and_model_mutations_in_the_python_api():
+    rng = np.random.default_rng(0)
+    cases = [rng.standard_normal(8) for _ in range(16)]
+
+    def run_pair(x):
+        return {"y": x}, {"y": x * (1 + 1e-7)}
+
+    result = calibrate(
+        run_pair,
+        cases,
+        metric="max_abs",
+        mutations=[shift()],
+        model_mutations={"noop": lambda x: {"y": x * (1 + 1e-7)}, "big": lambda x: {"y": x + 1}},
+    )
+    by_name = {m.name: m for m in result.mutations}
+    assert by_name["noop"].uncovered and not by_name["big"].uncovered
+    assert by_name["noop"].cases == 0 and len(by_name["big"].changed_cases) == 16
+    assert result.coverage()["uncovered"] == ["noop"]
+    assert "mutation noop changed nothing on any of 16 cases" in result.summary()
+    assert result.proposal == "tolerance"  # the uncovered mutation is not noise
