@@ -42,16 +42,25 @@ _EDGES = ("x1", "y1", "x2", "y2")
 
 
 def _model_outputs(dtype: Any) -> dict[str, Any]:
-    """A fixed two-layer classifier and box head, evaluated entirely in ``dtype``."""
+    """A fixed two-layer classifier and box head whose every layer rounds to ``dtype``.
+
+    The matrix products accumulate in float64 and round once to ``dtype``: a float32 product
+    through BLAS depends on the kernel the CPU selects (AVX2 and AVX-512 sum in other orders),
+    and the bundled files must be what any machine regenerates, byte for byte.
+    """
     rng = np.random.default_rng(20260101)
     inputs = rng.standard_normal((32, 24))
     w1 = rng.standard_normal((24, 48)) / np.sqrt(24)
     w2 = rng.standard_normal((48, 10)) / np.sqrt(48)
     w_embed = rng.standard_normal((48, 64)) / np.sqrt(48)
     x, w1, w2, w_embed = (a.astype(dtype) for a in (inputs, w1, w2, w_embed))
-    hidden = np.maximum(x @ w1, dtype(0))
-    logits = hidden @ w2
-    embedding = (hidden @ w_embed).mean(axis=0)
+
+    def matmul(a: Any, b: Any) -> Any:
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(dtype)
+
+    hidden = np.maximum(matmul(x, w1), dtype(0))
+    logits = matmul(hidden, w2)
+    embedding = matmul(hidden, w_embed).mean(axis=0)
     # The layout of a 1280x800 window, refined by a few pixels the model predicts.
     layout = np.array(
         [
