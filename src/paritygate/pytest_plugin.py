@@ -9,6 +9,11 @@ Fixtures:
   evaluated nothing). Speed claims are listed as not evaluated: they are measured by
   ``paritygate gate`` on their hardware class, never inside a unit-test suite;
 - ``paritygate_claim``: shorthand for gating one claim, ``claim(spec, claim_id, case=None)``;
+- ``paritygate_baseline``: ``baseline(name, actual, **bounds)``, the zero-configuration start:
+  the first run writes ``baselines/<name>.safetensors`` (with provenance) beside the test file
+  and fails; later runs compare (exactly unless bounds are given);
+  ``--paritygate-update-baselines`` re-records what differs, fails with the difference, and lists
+  baselines no test used;
 - ``paritygate_paired``: the paired oracle, ``paired(baseline, candidate, **options) ->
   PairedResult`` (options of :func:`paritygate.paired.paired`): runs both orders in the test's
   process and fails the test with every differing run, output and difference when a check fails.
@@ -20,8 +25,10 @@ and still fails each test that gated (``re-recorded: re-run without --paritygate
 re-record is never a silent pass. ``--paritygate-reports DIR`` writes the reports of each gate
 run under DIR.
 
-Results are collected into ``config.stash`` while tests run and reported once, in a
-``paritygate`` section of the terminal summary that lists every claim gated in the session.
+A failed gate's first line (what pytest's short summary shows) names the claim, the case and the
+excess; the body is the gate's terminal output. Results are collected into ``config.stash`` while
+tests run and reported once, in a ``paritygate`` section of the terminal summary: one line per
+claim and candidate, failing cases under it, passing cases only with ``-v``.
 
 Importing :mod:`paritygate` never imports this module or pytest.
 """
@@ -59,6 +66,8 @@ class PluginState:
     reports_dir: Path | None = None
     runs: list[GatedRun] = field(default_factory=list)
     recorded_specs: set[Path] = field(default_factory=set)
+    update_baselines: bool = False
+    baseline_dirs: set[Path] = field(default_factory=set)
 
 
 state_key = pytest.StashKey[PluginState]()
@@ -74,6 +83,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "still fail, so a re-record is never a silent pass",
     )
     group.addoption(
+        "--paritygate-update-baselines",
+        action="store_true",
+        default=False,
+        help="re-record every baseline that differs (paritygate_baseline, assert_parity with "
+        "baseline=); those tests fail with the difference to review, and the summary lists "
+        "baselines no test used",
+    )
+    group.addoption(
         "--paritygate-reports",
         metavar="DIR",
         default=None,
@@ -87,6 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[state_key] = PluginState(
         record=bool(config.getoption("--paritygate-record", default=False)),
         reports_dir=Path(reports).absolute() if reports else None,
+        update_baselines=bool(config.getoption("--paritygate-update-baselines", default=False)),
     )
 
 
@@ -126,7 +144,7 @@ def _gate_function(request: pytest.FixtureRequest) -> Callable[..., Any]:
     def gate(spec: str | Path, claim: str | None = None, case: str | None = None) -> Any:
         """Gate ``spec`` (one claim and/or one case when given); fail the test unless it passes."""
         from .errors import UserError
-        from .reports import render_markdown, write_all
+        from .reports import write_all
 
         path = _resolve(spec, request)
         run = GatedRun(request.node.nodeid, path, claim, case)
@@ -134,28 +152,34 @@ def _gate_function(request: pytest.FixtureRequest) -> Callable[..., Any]:
         if state.record:
             # Each spec is recorded once per session, however many tests gate it.
             if path not in state.recorded_specs:
+                problem = None
                 try:
                     _record(path)
                 except UserError as exc:
-                    pytest.fail(
-                        f"paritygate: recording {path} failed: {exc.one_line()}", pytrace=False
-                    )
+                    problem = f"paritygate: recording {path} failed: {exc.one_line()}"
+                if problem is not None:  # outside the except: one error, not a chained pair
+                    pytest.fail(problem, pytrace=False)
                 state.recorded_specs.add(path)
             run.recorded = True
             pytest.fail(
                 f"re-recorded: re-run without --paritygate-record (references of {path})",
                 pytrace=False,
             )
+        problem = None
         try:
             result = _run_gate(path, claim, case)
         except UserError as exc:
-            pytest.fail(f"paritygate: {exc.one_line()}", pytrace=False)
+            problem = f"paritygate: {exc.one_line()}"
+            if "`paritygate record" in problem:
+                problem += " (in a pytest run: pytest --paritygate-record)"
+        if problem is not None:  # outside the except: one error, not a chained pair
+            pytest.fail(problem, pytrace=False)
         data = result.to_dict()
         run.result = data
         if state.reports_dir is not None:
             write_all(data, state.reports_dir / _safe_name(request.node.nodeid))
         if not result:
-            text = render_markdown(data)
+            text = failure_message(data)
             if data.get("drift"):
                 text += (
                     "\nOnce the shift is understood, re-record deliberately with "
@@ -165,6 +189,48 @@ def _gate_function(request: pytest.FixtureRequest) -> Callable[..., Any]:
         return result
 
     return gate
+
+
+def headline(data: dict[str, Any]) -> str:
+    """The first line of a failed gate: what pytest's short summary shows. Names the first
+    violated claim, its case and by how much, and counts the rest."""
+    from .reports.terminal import run_error_groups, short
+
+    failing = [v for v in data.get("verdicts") or [] if not v.get("passed")]
+    more = len(failing) - 1
+    if data.get("drift"):
+        item = data["drift"][0]
+        return f"paritygate DRIFT: {item.get('kind')} {item.get('subject')} shifted"
+    groups = run_error_groups(data.get("errors") or [])
+    if groups and not any(v.get("observed") is not None for v in failing):
+        return "paritygate: " + groups[0].headline(0).replace(" on 0/", " on ")
+    if not failing:
+        return "paritygate FAIL: " + (str((data.get("errors") or ["nothing evaluated"])[0]))
+    v = failing[0]
+    # Most important first: pytest cuts the short summary at the terminal's width.
+    where = f" @ {v['case']}" if v.get("case") is not None else ""
+    text = f"{v.get('claim_id')}{where}: "
+    failures = v.get("failures") or []
+    if v.get("excess") is not None:
+        text += (
+            f"over by {short(v.get('excess'))} ({v.get('metric')} {short(v.get('observed'))}, "
+            f"bound {short(v.get('bound'))})"
+        )
+    elif failures:
+        f = failures[0]
+        text += f"{f.get('metric')} {f.get('where', '')} {f.get('detail', '')}".strip()
+    text += f" [{v.get('candidate')}]"
+    if more > 0:
+        text += f" +{more} more failing"
+    return text
+
+
+def failure_message(data: dict[str, Any]) -> str:
+    """Headline, then the gate's terminal lines (claims, failures expanded)."""
+    from .reports.terminal import render_lines
+
+    lines = [text for text, _ in render_lines(data, width=100)]
+    return headline(data) + "\n" + "\n".join(lines)
 
 
 @pytest.fixture
@@ -185,6 +251,27 @@ def paritygate_claim(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def paritygate_baseline(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``baseline(name, actual, **bounds) -> Comparison``: compare ``actual`` against the stored
+    baseline ``name`` in ``baselines/`` beside the test file. The first run writes it (with its
+    provenance) and fails ("baseline written; review and re-run"); ``--paritygate-update-baselines``
+    re-records a baseline that differs and fails with the difference."""
+    from .testing import assert_parity
+
+    state = request.config.stash[state_key]
+    folder = Path(request.path).parent / "baselines"
+    state.baseline_dirs.add(folder)
+
+    def check(name: str, actual: Any, **bounds: Any) -> Any:
+        __tracebackhide__ = True
+        return assert_parity(
+            actual, baseline=name, baseline_dir=folder, update=state.update_baselines, **bounds
+        )
+
+    return check
+
+
+@pytest.fixture
 def paritygate_paired() -> Callable[..., Any]:
     """``paired(baseline, candidate, **options) -> PairedResult``; fails the test unless both
     checks hold in every order (byte equality, or the given tolerance for check (a))."""
@@ -201,9 +288,26 @@ def paritygate_paired() -> Callable[..., Any]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(state_key, None)
-    if state is None or not state.runs:
+    if state is None:
+        return
+    if state.update_baselines and state.baseline_dirs:
+        from .testing import orphaned_baselines
+
+        orphans = orphaned_baselines(sorted(state.baseline_dirs))
+        if orphans:
+            terminalreporter.section("paritygate baselines")
+            terminalreporter.write_line(
+                f"{len(orphans)} baseline(s) no test used in this run (delete them if their "
+                "tests are gone):"
+            )
+            for path in orphans:
+                terminalreporter.write_line(f"  {path}")
+    if not state.runs:
         return
     from .reports._common import case_label, fmt
+    from .reports.terminal import claim_summaries
+
+    verbose = config.getoption("verbose", 0) > 0
 
     terminalreporter.section("paritygate")
 
@@ -229,14 +333,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"ERROR {shown(run.spec)} ({scope}) in {run.nodeid}")
             continue
         terminalreporter.write_line(f"{shown(run.spec)} ({scope}) in {run.nodeid}:")
-        for verdict in run.result.get("verdicts") or []:
-            unit = f" {verdict['unit']}" if verdict.get("unit") else ""
-            word = "pass" if verdict.get("passed") else "FAIL"
+        for summary in claim_summaries(run.result):
+            word = "pass" if summary.passed else "FAIL"
+            cells = [summary.cases_cell(), summary.worst_cell(), summary.bound_cell()]
+            cells.append(summary.margin_cell())
             terminalreporter.write_line(
-                f"  {word:4} {verdict.get('claim_id')} ({verdict.get('candidate')}) "
-                f"{case_label(verdict)}: {verdict.get('metric')} {fmt(verdict.get('observed'))}{unit}"
-                f" (bound {fmt(verdict.get('bound'))}{unit})"
+                f"  {word} {summary.claim_id} ({summary.candidate}): "
+                + "  ".join(c for c in cells if c)
             )
+            if verbose or not summary.passed:
+                for verdict in summary.verdicts:
+                    if verdict.get("passed") and not verbose:
+                        continue  # passing cases only with -v
+                    word = "pass" if verdict.get("passed") else "FAIL"
+                    terminalreporter.write_line(
+                        f"    {word} {case_label(verdict)}: {verdict.get('metric')} "
+                        f"{fmt(verdict.get('observed'))} (bound {fmt(verdict.get('bound'))})"
+                    )
         for item in run.result.get("not_evaluated") or []:
             terminalreporter.write_line(
                 f"  skip {item.get('claim_id')}: not evaluated ({item.get('reason')})"
