@@ -125,15 +125,27 @@ def test_candidate_meets_the_probability_and_edge_claims(
             "max_abs": vad_gate.claim_bound("onnx-probability-max-abs"),
             "min_cosine": vad_gate.claim_bound("onnx-probability-cosine"),
         }
+    # What each claim says: the max-abs and edge claims leave room for the reference to move
+    # (another CPU family, see test_live_reference_matches_the_stored_one), so they are held
+    # against the live model too; the cosine claims were calibrated against the recording
+    # without a margin, so they are held against the recording, as the stored gate holds them.
     observed = []
     for case in cases:
         probs = run(case.samples, case.rate)
         ref = live_reference[case.name]
         assert probs.shape == ref.shape, case.name
         comparison = vad_gate.check_probabilities(
-            probs, ref, max_abs=bounds["max_abs"], min_cosine=bounds["min_cosine"], case=case.name
+            probs, ref, max_abs=bounds["max_abs"], min_cosine=None, case=case.name
         )
         assert comparison, comparison
+        recorded = vad_gate.check_probabilities(
+            probs,
+            case.reference,
+            max_abs=bounds["max_abs"],
+            min_cosine=bounds["min_cosine"],
+            case=case.name,
+        )
+        assert recorded, recorded
         observed.append(comparison["probabilities"].max_abs)
         edges = vad_gate.check_segments(probs, ref, case, max_edge_delta=bounds["edges"])
         assert edges, edges.describe()
