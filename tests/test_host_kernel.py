@@ -139,15 +139,29 @@ def test_forcing_numba_without_numba_is_a_clear_error(monkeypatch):
     assert host.compare_arrays(big, big.copy(), Tolerance(), "x").backend == "numpy"
 
 
-def test_thread_count_does_not_change_results(monkeypatch):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_thread_count_does_not_change_results(monkeypatch, kernel):
+    import threading
+
     rng = np.random.default_rng(11)
     a, e = planted(rng, 5 * BLOCK + 3, np.float32)
     tol = Tolerance(atol=1e-3, max_ulp=4)
     monkeypatch.setenv("PARITYGATE_THREADS", "1")
-    one = host.compare_arrays(a, e, tol, "x", kernel="numba")
+    one = host.compare_arrays(a, e, tol, "x", kernel=kernel)
     monkeypatch.setenv("PARITYGATE_THREADS", "3")
-    three = host.compare_arrays(a, e, tol, "x", kernel="numba")
+    seen = set()
+    real = host._block_stats
+
+    def spy(*args):
+        seen.add(threading.get_ident())
+        return real(*args)
+
+    if kernel == "numpy":
+        monkeypatch.setattr(host, "_block_stats", spy)
+    three = host.compare_arrays(a, e, tol, "x", kernel=kernel)
     assert to_jsonable(one) == to_jsonable(three)
+    if kernel == "numpy":
+        assert len(seen) == 3  # the blocks were split between three threads
 
 
 _CLOSURE_KEY = """

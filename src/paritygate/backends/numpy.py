@@ -6,9 +6,10 @@ yields its partial sums in float64 and its maxima; the worst-k elements are foun
 per-element data: every block keeps only its largest excess, and only the k blocks with the
 largest ones are visited a second time.
 
+The blocks are split between threads (``PARITYGATE_THREADS``, else every core this process may
+use); each block fills its own row of partials, so the results do not depend on the thread count.
 When numba is importable and the arrays are large enough to repay the compilation, a fused kernel
-(:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass over
-two threads. ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
+(:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass. ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
 
 Definitions (docs/architecture.md): non-finite positions are accounted separately and excluded
 from the numeric metrics; ULPs are counted in the coarser floating dtype of the two; integers are
@@ -643,11 +644,34 @@ def _np_dtype(dtype_name_: str) -> np.dtype:
 
 
 def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
+    """Per-block partials by numpy, the blocks split between threads (numpy's ufuncs release
+    the GIL on large operands); every block fills its own row, so the result does not depend on
+    the number of threads ($PARITYGATE_THREADS, else the cores this process may use)."""
     n_blocks = -(-pair.a.size // BLOCK)
     partials = _Partials(n_blocks)
-    ws = _Workspace(min(BLOCK, max(pair.a.size, 1)))
-    for b, (_start, ac, ec) in enumerate(_blocks(pair)):
-        _block_stats(ac, ec, s, partials.f[b], partials.i[b], ws)
+    from ._numba_kernel import _threads
+
+    threads = min(_threads(), n_blocks)
+
+    def run(first: int, last: int) -> None:
+        ws = _Workspace(min(BLOCK, max(pair.a.size, 1)))
+        n = pair.a.size
+        for b in range(first, last):
+            start, stop = b * BLOCK, min((b + 1) * BLOCK, n)
+            ac, ec = _flat_range(pair.a, start, stop), _flat_range(pair.e, start, stop)
+            _block_stats(ac, ec, s, partials.f[b], partials.i[b], ws)
+
+    if threads <= 1:
+        run(0, n_blocks)
+        return partials
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = [n_blocks * t // threads for t in range(threads + 1)]
+    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
+        futures = [pool.submit(run, bounds[t], bounds[t + 1]) for t in range(1, threads)]
+        run(bounds[0], bounds[1])  # the calling thread takes the first share
+        for future in futures:
+            future.result()
     return partials
 
 
