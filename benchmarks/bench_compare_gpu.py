@@ -11,7 +11,12 @@ MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1
   MLX peak memory above the inputs); then the float32 arithmetic against the host engine on a
   slice of 2**25 elements (counts, max_abs, ULPs, worst elements exact).
 
-Usage: python benchmarks/bench_compare_gpu.py torch|mlx [--tune] [--json OUT.json]
+JAX (GPU, without x64): two 4 GiB bfloat16 arrays (2**31 elements each).
+  anchors: one read of both (one jitted float32 sum of each), and a naive jitted report (max and
+  mean |a - e|, cosine, mismatch count) fused by XLA; paritygate's JAX backend passing and failing
+  (time, and the device's peak bytes in use above the inputs when the runtime reports it).
+
+Usage: python benchmarks/bench_compare_gpu.py torch|jax|mlx [--tune] [--json OUT.json]
 Prints one line per measurement and the ratios to one read of both arrays.
 """
 
@@ -166,6 +171,65 @@ def bench_torch(reps: int, tune: bool) -> dict:
     return out
 
 
+def bench_jax(reps: int, n: int = 1 << 31) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from paritygate.backends import jax as jax_backend
+    from paritygate.results import Tolerance
+
+    device = jax.devices()[0]
+    x = jax.random.normal(jax.random.key(0), (n,), jnp.bfloat16)
+    x2 = x + jnp.zeros((), jnp.bfloat16)  # an equal copy
+    y = (x + jax.random.normal(jax.random.key(1), (n,), jnp.bfloat16) * 0.01).astype(jnp.bfloat16)
+    jax.block_until_ready((x, x2, y))
+    out: dict = {"device": str(device), "jax": jax.__version__, "elements": n}
+
+    def peak() -> int | None:
+        stats = device.memory_stats() or {}
+        return stats.get("peak_bytes_in_use")
+
+    def timed(fn, warm: int = 2) -> float:
+        for _ in range(warm):
+            jax.block_until_ready(fn())
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3
+
+    read = jax.jit(lambda a, b: (a.sum(dtype=jnp.float32), b.sum(dtype=jnp.float32)))
+    out["read_ms"] = timed(lambda: read(x, y))
+
+    @jax.jit
+    def naive(a, b):
+        a32, b32 = a.astype(jnp.float32), b.astype(jnp.float32)
+        d = jnp.abs(a32 - b32)
+        cos = (a32 * b32).sum() / jnp.sqrt((a32 * a32).sum() * (b32 * b32).sum())
+        return d.max(), d.mean(), cos, (d > 1e-3).sum()
+
+    out["naive_jitted_report_ms"] = timed(lambda: naive(y, x))
+    tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
+    inputs = peak()
+    for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
+        holder = {}
+
+        def run(a=a, e=e, holder=holder):
+            holder["r"] = jax_backend.compare_arrays(a, e, tol, "x")
+            return ()
+
+        out[f"paritygate_{case}_ms"] = timed(run, warm=1)
+        after = peak()
+        if inputs is not None and after is not None:
+            out[f"paritygate_{case}_peak_above_inputs_bytes"] = after - inputs
+        r = holder["r"]
+        out[f"paritygate_{case}_passed"] = bool(r.passed)
+        out[f"paritygate_{case}_mismatches"] = r.mismatches
+        out[f"paritygate_{case}_one_minus_cosine"] = getattr(r, "one_minus_cosine", None)
+    return out
+
+
 def bench_mlx(reps: int, size: tuple | None = None) -> dict:
     import mlx.core as mx
 
@@ -239,14 +303,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("framework", choices=("torch", "mlx"))
+    parser.add_argument("framework", choices=("torch", "jax", "mlx"))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", default=None)
     parser.add_argument(
         "--tune", action="store_true", help="time launch shapes of the fused kernel first"
     )
     args = parser.parse_args()
-    out = bench_torch(args.reps, args.tune) if args.framework == "torch" else bench_mlx(args.reps)
+    if args.framework == "torch":
+        out = bench_torch(args.reps, args.tune)
+    elif args.framework == "jax":
+        out = bench_jax(args.reps)
+    else:
+        out = bench_mlx(args.reps)
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     read = out["read_ms"]
     for key, value in out.items():
