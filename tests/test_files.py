@@ -362,3 +362,61 @@ def test_safetensors_with_inconsistent_header_is_refused(tmp_path):
     with pytest.raises(InputError) as exc:
         load_outputs(path)
     assert str(path) in _one_line(exc)
+
+
+# ---------------------------------------------------------------------------------------------
+# case inputs, text files and folders: the same module, the same refusals
+
+
+def test_case_files_load_through_the_hardened_readers(tmp_path):
+    from paritygate.files import load_case
+
+    arrays = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "ids/0": np.array([1, 2])}
+    np.savez(tmp_path / "c.npz", **arrays)
+    safetensors.numpy.save_file(arrays, str(tmp_path / "c.safetensors"))
+    for name in ("c.npz", "c.safetensors"):
+        loaded = load_case(tmp_path / name)
+        assert sorted(loaded) == ["ids/0", "x"]  # names as stored, not nested
+        np.testing.assert_array_equal(loaded["x"], arrays["x"])
+        loaded["x"][0, 0] = 7  # writable, as a model working in place expects
+    (tmp_path / "c.json").write_text("[1, 2]")
+    assert load_case(tmp_path / "c.json") == [1, 2]
+    (tmp_path / "c.wav").write_bytes(b"RIFF")
+    assert load_case(tmp_path / "c.wav") == b"RIFF"
+    marker = tmp_path / "executed"
+    (tmp_path / "p.npy").write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(InputError, match="pickle") as info:
+        load_case(tmp_path / "p.npy")
+    assert info.value.where == str(tmp_path / "p.npy") and not marker.exists()
+    with pytest.raises(InputError, match="file not found"):
+        load_case(tmp_path / "missing.npz")
+
+
+def test_read_text_is_one_error_naming_the_file(tmp_path):
+    from paritygate.errors import SpecError
+    from paritygate.files import read_text
+
+    (tmp_path / "ok.md").write_text("héllo", encoding="utf-8")
+    assert read_text(tmp_path / "ok.md", "doc") == "héllo"
+    with pytest.raises(InputError, match="no such doc"):
+        read_text(tmp_path / "nope.md", "doc")
+    (tmp_path / "bad.toml").write_bytes(b"\xff\xfe")
+    with pytest.raises(SpecError, match="not UTF-8") as info:
+        read_text(tmp_path / "bad.toml", "spec", error=SpecError)
+    assert info.value.where == str(tmp_path / "bad.toml")
+    with pytest.raises(InputError, match="is a directory"):
+        read_text(tmp_path, "doc")
+
+
+def test_replace_folder_swaps_whole_folders(tmp_path):
+    from paritygate.files import replace_folder, sibling_folder
+
+    target = tmp_path / "refs"
+    first = sibling_folder(target)
+    (first / "a.txt").write_text("1")
+    assert replace_folder(first, target) is False and (target / "a.txt").read_text() == "1"
+    second = sibling_folder(target)
+    (second / "b.txt").write_text("2")
+    assert replace_folder(second, target) is True
+    assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs"]  # nothing left beside it

@@ -54,6 +54,19 @@ def test_leaves_at_the_root():
     assert flatten_outputs({}) == {}
 
 
+def test_slash_joined_keys_name_the_same_outputs_as_nested_tables():
+    x, y = np.zeros(2), np.ones(2)
+    flat = flatten_outputs({"boxes/editor": x, "boxes/viewer": y})
+    assert flat == flatten_outputs({"boxes": {"editor": x, "viewer": y}})
+    assert list(flat) == ["boxes/editor", "boxes/viewer"]
+
+
+def test_a_bare_leaf_takes_the_root_name_it_is_given():
+    x = np.zeros(2)
+    assert flatten_outputs(x, root="output") == {"output": x}
+    assert flatten_outputs({"y": x}, root="output") == {"y": x}
+
+
 def test_list_of_arrays_is_a_container():
     leaves = flatten_outputs([np.zeros(2), np.ones(2)])
     assert list(leaves) == ["0", "1"]
@@ -80,7 +93,10 @@ def test_duck_typed_arrays_are_leaves():
     ("tree", "where", "what"),
     [
         ({"a": {1: np.zeros(1)}}, "a", "must be strings"),
-        ({"a": {"b/c": np.zeros(1)}}, "a", "must not contain '/'"),
+        ({"a": {"b//c": np.zeros(1)}}, "a", "no empty part"),
+        ({"a": {"b/c": np.zeros(1), "b": {"c": np.ones(1)}}}, "a/b/c", "share this name"),
+        ({"a": {"b": np.zeros(1), "b/c": np.ones(1)}}, "a/b/c", "also a folder"),
+        ({"a": {"b": {}}}, "a/b", "empty table"),
         ({"a": {"": np.zeros(1)}}, "a", "non-empty"),
         ({"a": [np.zeros(1), None]}, "a/1", "NoneType"),
         ({"a": {"b": object()}}, "a/b", "object"),

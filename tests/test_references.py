@@ -10,7 +10,7 @@ import pytest
 from spec_helpers import TINY_MODEL, TINY_SPEC, TINY_WAIVED, make_project, recorded_file
 
 from paritygate.errors import DriftError, UserError
-from paritygate.provenance import sha256_file
+from paritygate.files import sha256_file
 from paritygate.references import (
     FORMAT_VERSION,
     RecordError,

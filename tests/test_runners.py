@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from spec_helpers import TINY_SPEC, make_project
 
+from paritygate._host import host_arrays
 from paritygate.errors import InputError
 from paritygate.runners import (
+    BARE_OUTPUT,
     PROTOCOL_VERSION,
     RunFailure,
     apply_maps,
-    flatten_tree,
     make_runner,
 )
 from paritygate.spec import OutputMap, load_spec
@@ -143,13 +144,48 @@ def test_subprocess_timeout_kills_the_command(tmp_path):
     assert info.value.kind == "timeout" and "1 s" in info.value.message
 
 
-def test_flatten_tree_names_leaves():
+def test_runner_outputs_are_named_by_the_one_flattener():
     tree = {"boxes": {"q": [1, 2, 3, 4]}, "seq": [np.zeros(2), np.ones(3)], "score": 0.5}
-    flat = flatten_tree(tree)
+    flat = host_arrays(tree, root=BARE_OUTPUT)
     assert sorted(flat) == ["boxes/q", "score", "seq/0", "seq/1"]
     assert flat["boxes/q"].dtype.kind == "i" and flat["score"].shape == ()
+    assert list(host_arrays(np.zeros(3), root=BARE_OUTPUT)) == ["output"]
     with pytest.raises(InputError, match="'label'"):
-        flatten_tree({"label": "cat"})
+        host_arrays({"label": "cat"})
+    # The rules of paritygate.outputs.flatten_outputs: a '/'-joined key names a nested output,
+    # two names for one output clash, and an empty table names no output.
+    assert list(host_arrays({"boxes/q": np.zeros(1)})) == ["boxes/q"]
+    with pytest.raises(InputError, match="share this name"):
+        host_arrays({"boxes/q": np.zeros(1), "boxes": {"q": np.zeros(1)}})
+    with pytest.raises(InputError, match="empty table"):
+        host_arrays({"boxes": {}})
+
+
+BF16_MODEL = """
+import torch
+
+
+def reference(case):
+    return {"y": torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)}
+
+
+def candidate_bf16(case):
+    return {"y": torch.tensor([1.0, 2.0, 3.00390625], dtype=torch.bfloat16)}
+"""
+
+
+def test_torch_bfloat16_outputs_reach_the_host_exactly(tmp_path):
+    # Regression: the runner's own conversion called .numpy() on a bfloat16 tensor, which torch
+    # refuses (TypeError), so a working bf16 candidate was reported as crashing.
+    spec_text = TINY_SPEC.replace("tiny:reference", "bf16:reference").replace(
+        "tiny:candidate32", "bf16:candidate_bf16"
+    )
+    spec = load_spec(make_project(tmp_path, spec_text, modules={"bf16.py": BF16_MODEL}))
+    with make_runner(spec.runners["cand"], spec) as runner:
+        y = runner.run(spec.cases["a"]).outputs["y"]
+    assert y.dtype.name == "bfloat16"
+    assert y.astype(np.float64).tolist() == [1.0, 2.0, 3.0]  # 3.0039 rounds to 3 in bfloat16
+    assert y.view(np.uint16).tolist() == [0x3F80, 0x4000, 0x4040]
 
 
 def test_output_mapping_transpose_slice_cast():

@@ -14,16 +14,34 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import is_numeric
 from .errors import InputError
+from .outputs import ROOT, flatten_outputs
 
-__all__ = ["flatten", "synchronize_tree", "to_numpy"]
+__all__ = ["flatten", "synchronize_tree", "to_numpy", "host_arrays"]
 
 
 def flatten(tree: Any) -> dict[str, Any]:
     """Named leaves of an output tree (``a/b/0``; a bare leaf is named ``""``)."""
-    from .outputs import flatten_outputs
-
     return dict(flatten_outputs(tree))
+
+
+def host_arrays(tree: Any, *, root: str = ROOT) -> dict[str, np.ndarray]:
+    """The numeric leaves of an output tree as host numpy arrays, dtypes kept (bfloat16 too).
+
+    Names follow :func:`~paritygate.outputs.flatten_outputs` (a bare leaf is named ``root``).
+    A leaf that is not numeric (a string, a record) raises InputError naming it.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in flatten_outputs(tree, root=root).items():
+        shown = name or "output"
+        array = to_numpy(value, path=shown)
+        if array is None:
+            raise InputError(f"output {shown!r} is {type(value).__name__}, not a number or array")
+        if not is_numeric(array.dtype, "biuf"):
+            raise InputError(f"output {shown!r} has dtype {array.dtype}, not numeric")
+        arrays[name] = array
+    return arrays
 
 
 def _backend(obj: Any) -> Any | None:

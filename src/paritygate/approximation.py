@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._format import format_number
 from .errors import InputError, SpecError
 from .results import Failure
 
@@ -295,4 +296,4 @@ def _as_number(value: Any) -> Any:
 
 
 def _fmt(value: int | float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return format_number(value)

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import is_float
+from ._format import format_number
 from ._host import flatten, synchronize_tree, to_numpy
 from .errors import InputError
 from .results import Tolerance, to_jsonable
@@ -88,11 +90,7 @@ class Mutation:
 
 
 def _is_float(array: np.ndarray) -> bool:
-    return array.dtype.kind == "f" or array.dtype.name in (
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    )
+    return is_float(array.dtype)
 
 
 def _finite64(array: np.ndarray) -> np.ndarray:
@@ -488,11 +486,7 @@ class CalibrationResult:
 
 def _g(value: float | None) -> str:
     """Four significant digits; values just below 1 (cosine, SSIM) as ``1-d`` so they stay legible."""
-    if value is None:
-        return "-"
-    if 0.999 < value < 1.0:
-        return f"1-{1.0 - value:.3g}"
-    return f"{value:.4g}"
+    return format_number(value, digits=4, near_one=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import math
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, SpecError
+from ._format import format_number
+from .errors import SpecError
+from .files import read_text
+from .spec import read_spec_document
 
 __all__ = [
     "PublishedNumber",
@@ -236,12 +238,7 @@ def find_markers(doc: str | Path) -> list[Marker]:
     Markers inside fenced code blocks and inline code spans are examples, not markers.
     """
     path = Path(doc)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such doc", where=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the doc: {exc}", where=str(path)) from None
+    text = read_text(path, "doc")
     markers: list[Marker] = []
     fence: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -329,25 +326,11 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
     error, if any, is returned as a problem (a spec that does not load enforces nothing).
     """
     path = Path(spec)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("spec file not found", where=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read the spec: {exc}", where=str(path)) from None
-    try:
-        data = tomllib.loads(text)
-        # The same document with every float kept as written: bounds compare in decimal.
-        written = tomllib.loads(text, parse_float=Decimal)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
-    table: tuple[str, ...] = ()
-    if path.name == "pyproject.toml":
-        written = written.get("tool", {}).get("paritygate")
-        data = data.get("tool", {}).get("paritygate")
-        table = ("tool", "paritygate")
-        if not isinstance(data, dict):
-            raise SpecError("no [tool.paritygate] table", where=str(path))
+    text, data, table = read_spec_document(path)
+    # The same document with every float kept as written: bounds compare in decimal.
+    written = tomllib.loads(text, parse_float=Decimal)
+    for key in table:
+        written = written[key]
     raw_claims = data.get("claims", {})
     if not isinstance(raw_claims, dict):
         raise SpecError("claims must be a table of [claims.<id>] tables", where=str(path))
@@ -447,9 +430,7 @@ def _show(path: Path) -> str:
 
 
 def _num(value: float | None) -> str:
-    if value is None:
-        return "none"
-    return f"{value:.10g}"
+    return format_number(value, digits=10, none="none")
 
 
 def _with_unit(value: float | None, unit: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import is_numeric
 from .backends import numpy as host
 from .errors import InputError
 from .metrics import dtype_kind, promote
@@ -269,11 +270,7 @@ def _empty_against_non_empty(
 def _host_side(obj: Any, side: str, path: str) -> np.ndarray:
     """A non-framework side handed to a framework backend, as a numpy array."""
     arr = np.asarray(obj) if not isinstance(obj, np.ndarray) else obj
-    if arr.dtype.kind not in "biufc" and host.dtype_name(arr.dtype) not in (
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    ):
+    if not is_numeric(arr.dtype):
         raise InputError(
             f"{side} is {host.dtype_name(arr.dtype)} of shape {arr.shape}; cannot compare it with a tensor",
             where=path or None,

@@ -22,13 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DriftError
-from .provenance import (
-    capture,
-    check_file_pins,
-    check_package_pin,
-    describe_cpu,
-    sha256_file,
-)
+from .files import sha256_file
+from .provenance import capture, check_file_pins, check_package_pin, describe_cpu
 from .references import MANIFEST, Reference, load_reference
 from .results import DriftItem
 from .spec import Spec

@@ -1,14 +1,23 @@
 """The two exception roots of paritygate.
 
-``UserError`` is everything a user can fix (bad input, a malformed spec, a missing file): the CLI
-prints its message on one line with the hint and exits 2, never a traceback. ``InternalError`` is a
+``UserError`` is everything a user can fix (bad input, a malformed spec, a missing file, a runner
+that crashed): the CLI prints its message on one line with the hint and exits 2 (a runner's
+failure, :class:`RunFailure`, exits 1: the gate records it as a failed check), never a traceback. ``InternalError`` is a
 bug in paritygate itself: it keeps its traceback. Library code re-raises lower-level failures with
 context (claim, output, shapes) ``from None`` so the message names what and where.
 """
 
 from __future__ import annotations
 
-__all__ = ["ParitygateError", "UserError", "InputError", "SpecError", "DriftError", "InternalError"]
+__all__ = [
+    "ParitygateError",
+    "UserError",
+    "InputError",
+    "SpecError",
+    "DriftError",
+    "RunFailure",
+    "InternalError",
+]
 
 
 class ParitygateError(Exception):
@@ -48,6 +57,37 @@ class DriftError(UserError):
     """A pinned artifact or the environment changed (exit 3): re-record deliberately."""
 
     exit_code = 3
+
+
+class RunFailure(UserError):
+    """A runner did not produce usable outputs (crash, timeout, unparseable output, import).
+
+    A gate failure (exit 1), not a spec error: the gate records it and goes on. The message names
+    runner, case and kind, and carries the tail of the runner's stderr.
+    """
+
+    exit_code = 1
+
+    def __init__(self, runner: str, case: str | None, kind: str, message: str, stderr: str = ""):
+        self.runner = runner
+        self.case = case
+        self.kind = kind  # "crash", "timeout", "unparseable", "import"
+        self.stderr = stderr
+        where = f"runner {runner}" + (f", case {case}" if case else "")
+        super().__init__(message, where=where)
+        self.args = (self.describe(),)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __reduce__(self):  # survives pickling to and from worker processes
+        return (type(self), (self.runner, self.case, self.kind, self.message, self.stderr))
+
+    def describe(self) -> str:
+        text = f"{self.where}: {self.kind}: {self.message}"
+        if self.stderr.strip():
+            text += "\n--- stderr ---\n" + self.stderr.rstrip()
+        return text
 
 
 class InternalError(ParitygateError):

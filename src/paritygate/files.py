@@ -1,4 +1,8 @@
-"""Output files on disk: loading and saving named outputs without pickle, written atomically.
+"""Files on disk: every file paritygate reads or writes goes through this module.
+
+Named outputs are loaded and saved without pickle; case inputs are loaded with the same hardened
+readers; every write (outputs, references, reports, specs) is atomic; sha256 fingerprints and the
+"read a text file or raise one clear line" step live here too.
 
 Supported formats, chosen by extension:
 
@@ -21,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import struct
 import tempfile
 import zipfile
@@ -28,13 +33,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ._dtypes import is_numeric, numpy_dtype
+from .errors import InputError, UserError
+from .outputs import nest_outputs
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
     "load_outputs",
+    "load_case",
     "save_outputs",
     "atomic_write_bytes",
+    "atomic_write_text",
+    "sibling_folder",
+    "replace_folder",
+    "read_text",
     "sha256_file",
 ]
 
@@ -68,16 +80,6 @@ _SAFETENSORS_DTYPES = {
     "BOOL": "bool",
     "C64": "complex64",
 }
-
-
-def _np_dtype(name: str):
-    import numpy as np
-
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,14 +130,79 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return path
 
 
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8 (newlines written as given)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    error: type[UserError] = InputError,
+    missing: str | None = None,
+) -> str:
+    """A UTF-8 text file's contents; any problem is one ``error`` naming the file.
+
+    ``what`` names the file in messages (``"no such doc"``, ``"cannot read the doc: ..."``);
+    ``missing`` replaces the message for a file that does not exist.
+    """
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(missing or f"no such {what}", where=str(path)) from None
+    except IsADirectoryError:
+        raise error(f"is a directory, expected a {what}", where=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise error(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
+    except OSError as exc:
+        raise error(f"cannot read the {what}: {exc.strerror or exc}", where=str(path)) from None
+
+
+def sibling_folder(folder: str | os.PathLike[str], tag: str = "tmp") -> Path:
+    """A new empty folder beside ``folder`` (same file system, so it can replace it by rename),
+    with the permissions a plain mkdir would give."""
+    folder = Path(folder)
+    made = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.{tag}-"))
+    os.chmod(made, 0o777 & ~_umask())
+    return made
+
+
+def replace_folder(new: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Move the finished folder ``new`` to ``folder``, replacing it if it exists.
+
+    Readers see the old folder or the new one: the old one is renamed aside first and put back if
+    the second rename fails, then removed. Returns whether an old folder was replaced.
+    """
+    new, folder = Path(new), Path(folder)
+    if not folder.exists():
+        os.rename(new, folder)
+        return False
+    retired = sibling_folder(folder, "old")
+    os.rmdir(retired)
+    os.rename(folder, retired)
+    try:
+        os.rename(new, folder)
+    except BaseException:
+        os.rename(retired, folder)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+    return True
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(umask)
+    return umask
+
+
 def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777  # keep the mode of the file being replaced
     except OSError:
         pass
-    umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(umask)
-    return 0o666 & ~umask
+    return 0o666 & ~_umask()
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -155,14 +222,15 @@ def _fsync_folder(folder: Path) -> None:
 # loading
 
 
-def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_outputs(path: str | os.PathLike[str], *, require_names: bool = False) -> dict[str, Any]:
     """Named outputs stored in ``path`` (.safetensors, .npz, .npy or .json).
 
     Returns an output tree: for the array formats, names written as ``boxes/editor`` come back
     nested (``{"boxes": {"editor": array}}``), the inverse of :func:`save_outputs`, so that
     :func:`paritygate.outputs.flatten_outputs` names them ``boxes/editor`` again; a ``.npy`` file
     holds one array, named by the file's stem. JSON gives its parsed tree (a document whose top
-    level is not an object comes back under the file's stem).
+    level is not an object comes back under the file's stem, or is refused with
+    ``require_names``, as the runner protocol requires).
     """
     path = Path(path)
     where = str(path)
@@ -190,41 +258,53 @@ def load_outputs(path: str | os.PathLike[str]) -> dict[str, Any]:
                     "is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT
                 ) from None
             raise
-        return _nest(flat, where)
+        return nest_outputs(flat, where=where)
     if _looks_pickled(data):
         raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
     if suffix == ".npy":
         return {path.stem: _load_npy(data, where)}
     if suffix == ".npz":
-        return _nest(_load_npz(path, data, where), where)
-    return _load_json(data, where, path.stem)
+        return nest_outputs(_load_npz(path, data, where), where=where)
+    tree = _load_json(data, where)
+    if isinstance(tree, dict):
+        return tree
+    if require_names:
+        raise InputError(
+            f"the JSON document is a {type(tree).__name__}, not an object of named outputs",
+            where=where,
+        )
+    return {path.stem: tree}
+
+
+def load_case(path: str | os.PathLike[str]) -> Any:
+    """A case file's inputs: a dict of arrays (.npz, .safetensors, names as stored), an array
+    (.npy), parsed JSON (.json), or the raw bytes of any other file. Pickles are refused."""
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    data = _read_bytes(path)
+    if suffix == ".json":
+        return _load_json(data, where)
+    if suffix not in (".npz", ".npy", ".safetensors"):
+        return data
+    if suffix == ".safetensors":
+        try:
+            return _load_safetensors(data, where)
+        except InputError:
+            if _looks_pickled(data):
+                raise InputError(
+                    "is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT
+                ) from None
+            raise
+    if _looks_pickled(data):
+        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
+    if suffix == ".npy":
+        return _load_npy(data, where)
+    return _load_npz(path, data, where)
 
 
 def _looks_pickled(data: bytes) -> bool:
     return len(data) > 1 and data[0] == _PICKLE_PROTO and 2 <= data[1] <= 5
-
-
-def _nest(flat: dict[str, Any], where: str) -> dict[str, Any]:
-    """``{"boxes/editor": x}`` -> ``{"boxes": {"editor": x}}``; clashing or empty parts fail."""
-    tree: dict[str, Any] = {}
-    for name, value in flat.items():
-        parts = name.split("/")
-        if not all(parts):
-            raise InputError(f"output name {name!r} has an empty part", where=where)
-        node = tree
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise InputError(
-                    f"output {'/'.join(parts[: i + 1])!r} is both an array and a "
-                    f"group (of {name!r})",
-                    where=where,
-                )
-            node = child
-        if parts[-1] in node:
-            raise InputError(f"output {name!r} is both an array and a group", where=where)
-        node[parts[-1]] = value
-    return tree
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -262,7 +342,7 @@ def _load_safetensors(data: bytes, where: str) -> dict[str, Any]:
         tag = entry["dtype"]
         if tag not in _SAFETENSORS_DTYPES:
             raise InputError(f"tensor {name!r} has unsupported dtype {tag}", where=where)
-        dtype = _np_dtype(_SAFETENSORS_DTYPES[tag])
+        dtype = numpy_dtype(_SAFETENSORS_DTYPES[tag])
         shape = tuple(int(n) for n in entry["shape"])
         raw = entry["data"]
         expected_bytes = math.prod(shape) * dtype.itemsize
@@ -272,7 +352,8 @@ def _load_safetensors(data: bytes, where: str) -> dict[str, Any]:
                 f"{dtype.name} need {expected_bytes}",
                 where=where,
             )
-        outputs[name] = np.frombuffer(raw, dtype=dtype).reshape(shape)
+        # A writable copy, as safetensors.numpy.load_file gives (callers may work in place).
+        outputs[name] = np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
     return outputs
 
 
@@ -354,7 +435,7 @@ def _object_without_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, An
     return obj
 
 
-def _load_json(data: bytes, where: str, stem: str) -> dict[str, Any]:
+def _load_json(data: bytes, where: str) -> Any:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -373,9 +454,7 @@ def _load_json(data: bytes, where: str, stem: str) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise InputError("JSON nested too deeply", where=where) from None
-    if isinstance(tree, dict):
-        return tree
-    return {stem: tree}
+    return tree
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,13 +528,6 @@ def save_outputs(
     return atomic_write_bytes(path, payload)
 
 
-def _is_numeric(dtype) -> bool:
-    """bool, integer, float or complex; ml_dtypes' bfloat16 / float8 report kind 'V' like records."""
-    if dtype.kind in "biufc":
-        return True
-    return dtype.names is None and dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
 def _flat_arrays(outputs: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
     import numpy as np
 
@@ -468,7 +540,7 @@ def _flat_arrays(outputs: Mapping[str, Any], where: str, prefix: str = "") -> di
             flat.update(_flat_arrays(value, where, name + "/"))
             continue
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
-        if not _is_numeric(array.dtype):
+        if not is_numeric(array.dtype):
             raise InputError(
                 f"output {name!r} is not a numeric array (dtype {array.dtype}); "
                 "strings and other objects can only be saved as .json",
@@ -496,7 +568,7 @@ def _json_tree(value: Any, where: str, name: str = "") -> Any:
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     if callable(tolist):
         dtype = getattr(value, "dtype", None)
-        if dtype is not None and not (_is_numeric(dtype) or dtype.kind in "US"):
+        if dtype is not None and not (is_numeric(dtype) or dtype.kind in "US"):
             raise InputError(
                 f"output {name!r} has dtype {dtype}, which JSON cannot store", where=where
             )

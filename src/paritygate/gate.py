@@ -1278,9 +1278,9 @@ def _paired_verdicts(
     counter = claim.activity.counter if claim.activity is not None else None
 
     def kept(outputs: dict[str, Any]) -> dict[str, Any]:
-        # The covered outputs, and the candidate's activity counter the claim's band reads, as a
-        # tree: the paired oracle flattens it back to the same names ('boxes/editor').
-        return _nested({k: v for k, v in outputs.items() if claim.covers(k) or k == counter})
+        # The covered outputs, and the candidate's activity counter the claim's band reads; the
+        # paired oracle's flattener keeps flat names as they are ('boxes/editor').
+        return {k: v for k, v in outputs.items() if claim.covers(k) or k == counter}
 
     def declared(runner: str, case: str, outputs: dict[str, Any]) -> dict[str, Any]:
         missing = spec.not_produced(outputs)
@@ -1317,24 +1317,6 @@ def _paired_verdicts(
         cand_runner.deactivate()
         ref_runner.deactivate()
     return verdicts
-
-
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
-    """A runner's flat outputs ('boxes/editor': array) as the tree they name."""
-    tree: dict[str, Any] = {}
-    for name, value in flat.items():
-        *folders, leaf = name.split("/")
-        node = tree
-        for i, folder in enumerate(folders):
-            node = node.setdefault(folder, {})
-            if not isinstance(node, dict):
-                raise InputError(
-                    f"output {'/'.join(folders[: i + 1])!r} is both an output and a folder of {name!r}"
-                )
-        if isinstance(node.get(leaf), dict):
-            raise InputError(f"output {name!r} is also a folder of other outputs")
-        node[leaf] = value
-    return tree
 
 
 def _byte_failures(outcome: Any) -> list[Failure]:

@@ -4,7 +4,11 @@ A model's outputs are named by their path in the tree, parts joined by ``/``: ``
 ``boxes/editor``, ``layers/0``. A list or tuple that is rectangular and holds only numbers (or
 bools) is one array leaf, not a container, so ``[[1, 2], [3, 4]]`` is a single 2x2 output. Numpy
 arrays, numpy and Python scalars, strings and framework tensors are leaves. A bare leaf (an
-array passed as the whole tree) is named ``""``.
+array passed as the whole tree) is named ``""`` (runners name it ``"output"``).
+
+This is the one flattener: comparison, the paired oracle, calibration, runners and the files all
+name outputs through it, and :func:`nest_outputs` is its inverse (flat ``/``-joined names back to
+the tree they name). :func:`paritygate._host.host_arrays` flattens and copies the leaves to numpy.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["flatten_outputs", "ROOT"]
+__all__ = ["flatten_outputs", "nest_outputs", "ROOT"]
 
 #: The name of a tree that is a single leaf.
 ROOT = ""
@@ -81,16 +85,50 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}/{key}" if prefix else key
 
 
-def flatten_outputs(tree: Any) -> dict[str, Any]:
+def flatten_outputs(tree: Any, *, root: str = ROOT) -> dict[str, Any]:
     """Named leaves of an output tree, in tree order: ``{"boxes/editor": array, ...}``.
 
-    Raises InputError naming the path for keys that are not strings, keys containing ``/``,
-    two paths that collide, and values that are neither containers nor leaves (``None``,
+    A tree that is a single leaf is named ``root``. A key may hold a ``/``-joined name
+    (``{"boxes/editor": x}`` names the same output as ``{"boxes": {"editor": x}}``). Raises
+    InputError naming the path for keys that are not strings or have an empty part, a nested
+    table that is empty (it names no output), two paths that collide or an output that is also a
+    folder of others, and values that are neither containers nor leaves (``None``,
     arbitrary objects).
     """
     leaves: dict[str, Any] = {}
     _flatten(tree, ROOT, leaves)
+    _check_folders(leaves)
+    if ROOT in leaves and root != ROOT:
+        return {root: leaves[ROOT]}
     return leaves
+
+
+def nest_outputs(flat: Mapping[str, Any], *, where: str | None = None) -> dict[str, Any]:
+    """The tree that flat names stand for: ``{"boxes/editor": x}`` -> ``{"boxes": {"editor": x}}``.
+
+    The inverse of :func:`flatten_outputs` for names read from files or produced by runners.
+    A name with an empty part, or one that is both an output and a folder of others, raises
+    InputError (``where`` names the file or runner).
+    """
+    tree: dict[str, Any] = {}
+    for name, value in flat.items():
+        parts = name.split("/")
+        if not all(parts):
+            raise InputError(f"output name {name!r} has an empty part", where=where)
+        node = tree
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise InputError(
+                    f"output {'/'.join(parts[: i + 1])!r} is both an array and a "
+                    f"group (of {name!r})",
+                    where=where,
+                )
+            node = child
+        if parts[-1] in node:
+            raise InputError(f"output {name!r} is both an array and a group", where=where)
+        node[parts[-1]] = value
+    return tree
 
 
 def _flatten(node: Any, path: str, leaves: dict[str, Any]) -> None:
@@ -98,15 +136,17 @@ def _flatten(node: Any, path: str, leaves: dict[str, Any]) -> None:
     if isinstance(node, np.ndarray) or isinstance(node, (str, bytes)) or _is_numeric_scalar(node):
         _add(leaves, path, node)
     elif isinstance(node, Mapping):
+        if not node and path:  # nothing under it would be compared
+            raise InputError("is an empty table: it names no output", where=where)
         for key, value in node.items():
             if not isinstance(key, str):
                 raise InputError(
                     f"output names must be strings, got {type(key).__name__} key {key!r}",
                     where=where,
                 )
-            if not key or "/" in key:
+            if not key or "" in key.split("/"):
                 raise InputError(
-                    f"output name {key!r} must be non-empty and must not contain '/'",
+                    f"output name {key!r} must be non-empty and have no empty part",
                     where=where,
                     hint="'/' joins the parts of nested output names",
                 )
@@ -128,6 +168,16 @@ def _flatten(node: Any, path: str, leaves: dict[str, Any]) -> None:
 
 
 def _add(leaves: dict[str, Any], path: str, leaf: Any) -> None:
-    if path in leaves:  # e.g. {"0": ...} beside a list element named "0" cannot happen, but be safe
+    if path in leaves:  # {"a/b": x} beside {"a": {"b": y}}
         raise InputError("two outputs share this name", where=path or "output tree")
     leaves[path] = leaf
+
+
+def _check_folders(leaves: dict[str, Any]) -> None:
+    """An output that is also a folder of others (``{"a": x, "a/b": y}``) is refused."""
+    for path in leaves:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in leaves:
+                raise InputError(f"output {folder!r} is also a folder of {path!r}", where=path)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ._dtypes import is_ml_float
 from ._host import flatten, synchronize_tree, to_numpy
 from .errors import InputError
 from .results import Tolerance, to_jsonable
@@ -412,7 +413,7 @@ def _differing_elements(a: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 def _numeric_gap(a: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[float | None, str]:
     """max |a - e| over the differing elements, and a note on NaN payloads and signed zeros."""
-    if a.dtype.kind not in "biufc" and not _is_ml_float(a.dtype):
+    if a.dtype.kind not in "biufc" and not is_ml_float(a.dtype):
         return None, ""
     av, ev = a[mask], e[mask]
     if a.dtype.kind == "c":
@@ -431,18 +432,14 @@ def _numeric_gap(a: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[float 
     gaps = np.where(np.isnan(gaps), np.inf, gaps)
     max_abs = float(gaps.max()) if gaps.size else 0.0
     zeros = int(np.count_nonzero(gaps == 0))
-    if zeros and (a.dtype.kind in "fc" or _is_ml_float(a.dtype)):
+    if zeros and (a.dtype.kind in "fc" or is_ml_float(a.dtype)):
         notes.append(f"{zeros} signed zeros differ")
     return max_abs, "; ".join(notes)
 
 
-def _is_ml_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "V" and dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
 def _scalar(value: Any) -> Any:
     if isinstance(value, np.generic):
-        if value.dtype.kind in "biuf" or _is_ml_float(value.dtype):
+        if value.dtype.kind in "biuf" or is_ml_float(value.dtype):
             if value.dtype.kind == "b":
                 return bool(value)
             if value.dtype.kind in "iu":

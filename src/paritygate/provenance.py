@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -21,6 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .files import sha256_file
+
 __all__ = [
     "FRAMEWORKS",
     "capture",
@@ -29,7 +30,6 @@ __all__ = [
     "describe_cpu",
     "package_versions",
     "git_state",
-    "sha256_file",
     "check_package_pin",
     "check_file_pins",
     "utc_now",
@@ -80,14 +80,6 @@ _THREAD_VARS = (
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions(extra: Iterable[str] = ()) -> dict[str, str]:

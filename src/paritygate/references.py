@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DriftError, UserError
-from .provenance import capture, check_file_pins, check_package_pin, sha256_file, utc_now
+from .errors import DriftError, InputError, RunFailure, UserError
+from .files import atomic_write_text, load_outputs, save_outputs, sha256_file
+from .outputs import flatten_outputs
+from .provenance import capture, check_file_pins, check_package_pin, utc_now
 from .spec import Spec
 
 __all__ = [
@@ -55,7 +57,6 @@ __all__ = [
     "load_reference",
     "manifest_digest",
     "diff_outputs",
-    "atomic_write_text",
     "RecordError",
 ]
 
@@ -73,23 +74,6 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     body = {k: v for k, v in manifest.items() if k != "digest"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a file through a temporary sibling and an atomic rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def _umask() -> int:
@@ -146,12 +130,10 @@ class Reference:
             )
         path = self.folder / entry["file"]
         try:
-            from safetensors.numpy import load_file
-
-            data = dict(load_file(str(path)))
-        except Exception as exc:  # safetensors raises several error types for damaged files
+            data = flatten_outputs(load_outputs(path))
+        except InputError as exc:
             raise DriftError(
-                f"reference file is damaged ({type(exc).__name__}: {exc})",
+                f"reference file is damaged ({exc.message})",
                 where=str(path),
                 hint="re-record deliberately: paritygate record SPEC",
             ) from None
@@ -377,7 +359,7 @@ def _record_locked(
     before_replace: Callable[[list[str]], bool] | None,
 ) -> RecordResult:
     from .approximation import CALLS_PREFIX
-    from .runners import RunFailure, make_runner
+    from .runners import make_runner
 
     folder = spec.references
     runner = spec.reference
@@ -544,7 +526,6 @@ def _write(
     """Write the outputs into ``tmp`` (a version folder of the reference) and return the
     manifest, its file names relative to that folder (see :func:`_prefix`)."""
     import numpy as np
-    from safetensors.numpy import save_file
 
     (tmp / "outputs").mkdir()
     os.chmod(tmp / "outputs", 0o777 & ~_umask())
@@ -560,14 +541,12 @@ def _write(
                 {"format": FORMAT, "format_version": FORMAT_VERSION, "case": case_name},
                 sort_keys=True,
             )
-            save_file(tensors, str(tmp / rel), metadata={"paritygate": info})
-        except Exception as exc:  # e.g. a dtype safetensors cannot store
+            # Written atomically and fsynced, with the permissions a plain open() gives.
+            save_outputs(tmp / rel, tensors, metadata={"paritygate": info})
+        except InputError as exc:  # e.g. a dtype safetensors cannot store
             raise RecordError(
-                f"cannot store the outputs of case {case_name} as safetensors: {exc}"
+                f"cannot store the outputs of case {case_name} as safetensors: {exc.message}"
             ) from None
-        with open(tmp / rel, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp / rel, 0o666 & ~_umask())  # like the manifest
         _hook("output-written")
         files[rel] = sha256_file(tmp / rel)
         case = spec.cases[case_name]

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._format import format_number
+
 __all__ = [
     "Tolerance",
     "Element",
@@ -205,9 +207,7 @@ class Comparison:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    return format_number(value, none="None")
 
 
 def to_jsonable(value: Any) -> Any:

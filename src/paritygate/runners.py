@@ -10,7 +10,8 @@ Two kinds are equal citizens:
   (argv template with ``{case}`` and ``{out}``; named outputs written as JSON, npz or safetensors),
   so a Swift or C++ port takes part without Python.
 
-Outputs come back flattened to ``{"name/inner": numpy array}`` and pass through the runner's output
+Outputs come back flattened by :func:`paritygate.outputs.flatten_outputs` and copied to the host
+(:func:`paritygate._host.host_arrays`, bfloat16 kept) to ``{"name/inner": numpy array}`` and pass through the runner's output
 mapping (rename, transpose, slice, cast) so that implementations with different layouts compare
 element for element. A failing run raises :class:`RunFailure` (crash, timeout, unparseable output)
 with the runner's stderr: the gate records it as a failure, never as a spec error.
@@ -19,7 +20,6 @@ with the runner's stderr: the gate records it as a failure, never as a spec erro
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import queue
 import random
@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ._dtypes import numpy_dtype
+from ._host import host_arrays
+from .errors import InputError, RunFailure
+from .files import load_outputs
 from .spec import Case, OutputMap, Runner, Spec
 
 __all__ = [
@@ -45,35 +48,16 @@ __all__ = [
     "PythonRunner",
     "SubprocessRunner",
     "make_runner",
-    "flatten_tree",
+    "BARE_OUTPUT",
     "apply_maps",
-    "load_case_file",
-    "read_output_file",
 ]
 
 # The subprocess protocol's version, handed to commands as PARITYGATE_PROTOCOL.
 # History: 1 — argv template with {case} {out}; outputs as JSON / npz / safetensors at {out}.
 PROTOCOL_VERSION = 1
+#: The name of a runner's output when it returns a single array or number.
+BARE_OUTPUT = "output"
 STDERR_KEEP = 8192  # bytes of stderr kept for the report (the tail, where the error usually is)
-
-
-class RunFailure(Exception):
-    """A runner did not produce usable outputs: a gate failure (exit 1), not a user error."""
-
-    def __init__(self, runner: str, case: str | None, kind: str, message: str, stderr: str = ""):
-        self.runner = runner
-        self.case = case
-        self.kind = kind  # "crash", "timeout", "unparseable", "import"
-        self.message = message
-        self.stderr = stderr
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        where = f"runner {self.runner}" + (f", case {self.case}" if self.case else "")
-        text = f"{where}: {self.kind}: {self.message}"
-        if self.stderr.strip():
-            text += "\n--- stderr ---\n" + self.stderr.rstrip()
-        return text
 
 
 @dataclass
@@ -84,67 +68,7 @@ class RunResult:
 
 
 # --------------------------------------------------------------------------------------------
-# Output trees
-
-
-def _to_numpy(value: Any, path: str) -> Any:
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (bool, int, float, np.generic)):
-        return np.asarray(value)
-    module = type(value).__module__.split(".")[0]
-    if module == "torch":
-        return value.detach().cpu().numpy()
-    if module == "mlx":
-        return np.asarray(value)
-    if module in ("jax", "jaxlib"):
-        return np.asarray(value)
-    if hasattr(value, "__array__"):
-        return np.asarray(value)
-    raise InputError(f"output {path!r} is a {type(value).__name__}, not an array or number")
-
-
-def flatten_tree(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts / lists / tuples of arrays and numbers as ``{"a/b/0": numpy array}``.
-
-    A list or tuple of numbers (rectangular) is one array leaf, as JSON writes arrays; any other
-    list or tuple is indexed. A bare array or number is the single output ``"output"``.
-    """
-    import numpy as np
-
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, dict):
-            if not node and path:
-                raise InputError(f"output {path!r} is an empty table")
-            for key, value in node.items():
-                walk(value, f"{path}/{key}" if path else str(key))
-            return
-        if isinstance(node, (list, tuple)):
-            try:
-                array = np.asarray(node)
-            except ValueError:  # ragged
-                array = None
-            if array is not None and array.dtype.kind in "biuf":
-                out[path or "output"] = array
-                return
-            for i, value in enumerate(node):
-                walk(value, f"{path}/{i}" if path else str(i))
-            return
-        if node is None or isinstance(node, (str, bytes)):
-            raise InputError(
-                f"output {path or 'output'!r} is {type(node).__name__}, not a number or array"
-            )
-        array = _to_numpy(node, path)
-        if array.dtype.kind not in "biuf" and str(array.dtype) not in ("bfloat16",):
-            raise InputError(f"output {path or 'output'!r} has dtype {array.dtype}, not numeric")
-        out[path or "output"] = array
-
-    walk(tree, prefix)
-    return out
+# Output mappings
 
 
 def apply_maps(
@@ -177,79 +101,11 @@ def apply_maps(
                     f"slice {m.slice_text!r} does not fit output {m.source!r} of shape {array.shape}: {exc}"
                 ) from None
         if m.cast:
-            array = array.astype(_dtype(m.cast))
+            array = array.astype(numpy_dtype(m.cast))
         result[m.name] = np.ascontiguousarray(array)
     if cast not in ("none", "reference"):
-        result = {k: v.astype(_dtype(cast)) for k, v in result.items()}
+        result = {k: v.astype(numpy_dtype(cast)) for k, v in result.items()}
     return result
-
-
-def _dtype(name: str) -> Any:
-    import numpy as np
-
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes
-
-        return getattr(ml_dtypes, name)
-    return np.dtype(name)
-
-
-# --------------------------------------------------------------------------------------------
-# Files
-
-
-def load_case_file(path: str | Path) -> Any:
-    """A case file's inputs: dict of arrays (npz, safetensors), array (npy), JSON data, or bytes."""
-    import numpy as np
-
-    path = Path(path)
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if suffix == ".safetensors":
-            from safetensors.numpy import load_file
-
-            return load_file(str(path))
-        if suffix == ".json":
-            return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read case file: {exc}", where=str(path)) from None
-    return path.read_bytes()
-
-
-def read_output_file(path: Path, output_format: str) -> dict[str, Any]:
-    """Parse a runner's output file (protocol v1) into flattened numpy outputs. Raises ValueError."""
-    import numpy as np
-
-    if output_format == "json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError("the JSON output must be an object of named outputs")
-        try:
-            return flatten_tree(data)
-        except InputError as exc:
-            raise ValueError(str(exc)) from None
-    if output_format == "npz":
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        except Exception as exc:  # zipfile / format errors come in many types
-            raise ValueError(f"not a readable npz file: {exc}") from None
-    if output_format == "safetensors":
-        from safetensors.numpy import load_file
-
-        try:
-            return dict(load_file(str(path)))
-        except Exception as exc:  # safetensors raises its own error types
-            raise ValueError(f"not a readable safetensors file: {exc}") from None
-    raise ValueError(f"unknown output format {output_format!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,7 +359,7 @@ class PythonRunner(ActiveRunner):
         try:
             function = counted or self.function
             raw = (
-                flatten_tree(function(argument))
+                host_arrays(function(argument), root=BARE_OUTPUT)
                 if self._thread is None
                 else self._watched(function, argument, case)
             )
@@ -533,7 +389,7 @@ class PythonRunner(ActiveRunner):
 
         def call() -> dict[str, Any]:
             _seed(seed)
-            return flatten_tree(function(argument))
+            return host_arrays(function(argument), root=BARE_OUTPUT)
 
         try:
             return self._thread.call(call, self.runner.timeout)
@@ -650,9 +506,10 @@ class SubprocessRunner(ActiveRunner):
                 stderr,
             )
         try:
-            raw = read_output_file(out, self.output_format)
-        except ValueError as exc:
-            raise RunFailure(self.name, case.name, "unparseable", str(exc), stderr) from None
+            raw = host_arrays(load_outputs(out, require_names=True), root=BARE_OUTPUT)
+        except InputError as exc:
+            message = f"not a readable {self.output_format} file: {exc.message}"
+            raise RunFailure(self.name, case.name, "unparseable", message, stderr) from None
         return self._finish(raw, case, seconds, stderr)
 
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._dtypes import ML_DTYPES_NAMES
 from .approximation import ActivityBand
 from .errors import SpecError
+from .files import atomic_write_text, load_case, read_text
 
 __all__ = [
     "SPEC_FORMAT_VERSION",
@@ -149,9 +151,7 @@ class Case:
     def load(self) -> Any:
         """The case's inputs: a dict of arrays (npz / safetensors), an array (npy), parsed JSON,
         or the raw bytes for any other file type."""
-        from .runners import load_case_file
-
-        return load_case_file(self.path)
+        return load_case(self.path)
 
 
 @dataclass(frozen=True)
@@ -311,12 +311,7 @@ def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     if path.is_dir():
         path = find_spec(path)
-    if not path.is_file():
-        raise SpecError("spec file not found", where=str(path))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
+    text = read_text(path, "spec", error=SpecError, missing="spec file not found")
     return spec_from_text(text, path)
 
 
@@ -324,6 +319,21 @@ def spec_from_text(text: str, path: str | Path) -> Spec:
     """Validate spec ``text`` as if it were the file ``path`` (paths resolve against its folder):
     how a command that writes a spec checks it before the file is replaced."""
     path = Path(path)
+    data, table = _paritygate_table(text, path)
+    return _Validator(path.resolve(), table).spec(data)
+
+
+def read_spec_document(path: str | Path) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """A spec file's text, its paritygate table (not yet validated) and where that table sits
+    (``()`` for parity.toml, ``("tool", "paritygate")`` in a pyproject.toml). Raises SpecError
+    for a missing or unreadable file, malformed TOML, or a pyproject.toml without the table."""
+    path = Path(path)
+    text = read_text(path, "spec", error=SpecError, missing="spec file not found")
+    data, table = _paritygate_table(text, path)
+    return text, data, table
+
+
+def _paritygate_table(text: str, path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -331,11 +341,11 @@ def spec_from_text(text: str, path: str | Path) -> Spec:
     table: tuple[str, ...] = ()
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
-        if not isinstance(tool, dict) or "paritygate" not in tool:
+        if not isinstance(tool, dict) or not isinstance(tool.get("paritygate"), dict):
             raise SpecError("no [tool.paritygate] table", where=str(path))
         data = tool["paritygate"]
         table = ("tool", "paritygate")
-    return _Validator(path.resolve(), table).spec(data)
+    return data, table
 
 
 class _Validator:
@@ -1064,13 +1074,8 @@ def _produced(pattern: str, outputs: tuple[str, ...], runners: dict[str, Runner]
 def _is_dtype(name: str) -> bool:
     import numpy as np
 
-    try:
-        import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 names)
-
-        if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-            return True
-    except ImportError:
-        pass
+    if name in ML_DTYPES_NAMES:
+        return True
     try:
         np.dtype(name)
     except TypeError:
@@ -1161,6 +1166,4 @@ def update_claim(spec_path: str | Path, claim_id: str, **fields: Any) -> None:
         data = data["tool"]["paritygate"]
         table = ("tool", "paritygate")
     _Validator(path.resolve(), table).spec(data)
-    from .references import atomic_write_text
-
     atomic_write_text(path, text)

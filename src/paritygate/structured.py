@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ._format import format_number
 from .errors import InputError, UserError
 from .results import Failure, to_jsonable
 
@@ -99,7 +100,7 @@ def _edge_delta(actual: float, expected: float) -> float:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.6g}"
+    return format_number(value)
 
 
 # ---------------------------------------------------------------------------------------------

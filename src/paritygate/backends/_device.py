@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._dtypes import ML_DTYPES_NAMES
 from ..errors import InputError
 from ..metrics import RawStats, dtype_kind, finish, promote
 from ..results import Element, NonFinite, OutputComparison, Tolerance
@@ -35,8 +36,8 @@ __all__ = [
     "ML_DTYPES_NAMES",
 ]
 
-# Dtypes frameworks hold but numpy knows only through ml_dtypes (read back by name, not by numpy).
-ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+# Dtypes frameworks hold but numpy knows only through ml_dtypes (read back by name, not by numpy):
+# defined once in paritygate._dtypes.
 
 # Sums accumulate in float64 (or compensated float32); maxima are plain maxima; counts are exact.
 # diff_norm_sq = sum (a - e)^2 and norm_sq_gap = sum (a - e)(a + e): 1 - cosine with relative

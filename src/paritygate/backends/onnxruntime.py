@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._dtypes import ML_DTYPES_NAMES, numpy_dtype
 from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 
@@ -87,10 +88,8 @@ def _host_view(value: Any) -> Any:
 
     shape = tuple(int(s) for s in value.shape())
     name_ = dtype_name(value)
-    if name_ in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes
-
-        dtype = np.dtype(getattr(ml_dtypes, name_))
+    if name_ in ML_DTYPES_NAMES:
+        dtype = numpy_dtype(name_)
         count = int(np.prod(shape, dtype=np.int64))
         if count == 0:
             return np.zeros(shape, dtype=dtype)

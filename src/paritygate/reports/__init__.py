@@ -8,11 +8,11 @@ Reports render result objects (or their JSON form); they never compute verdicts.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..files import atomic_write_text
 from .html import plots_available, render_html
 from .json import load_result, render_json
 from .junit import render_junit
@@ -50,19 +50,6 @@ def _as_dict(result: Any) -> dict[str, Any]:
     raise InputError(f"cannot render a {type(result).__name__}: expected a GateResult or its dict")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    # A report is replaced whole or not at all: a reader never sees half a file.
-    # Mode "x" on a fresh name honours the umask (mkstemp would make the report owner-only).
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "x", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def write_all(result: Any, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Write result.json, summary.md, junit.xml and report.html into ``out_dir``.
 
@@ -84,6 +71,6 @@ def write_all(result: Any, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for name, (file, text) in rendered.items():
         path = out / file
-        _write_atomic(path, text)
+        atomic_write_text(path, text)  # a reader never sees half a report
         paths[name] = path
     return paths

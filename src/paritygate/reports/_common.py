@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .._format import format_number
+
 FORMAT = "paritygate-gate-result"
 FORMAT_VERSION = 1
 
@@ -20,15 +22,9 @@ def fmt(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return f"{value:.6g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt(v) for v in value) + "]"
-    return str(value)
+    return format_number(value)
 
 
 def as_float(value: Any) -> float | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..files import read_text
 from ._common import FORMAT, FORMAT_VERSION
 
 __all__ = ["render_json", "load_result"]
@@ -24,12 +25,7 @@ def load_result(path: str | Path) -> dict[str, Any]:
     :class:`~paritygate.errors.InputError` naming the file and what was found.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such result file", where=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the result file: {exc}", where=str(path)) from None
+    text = read_text(path, "result file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

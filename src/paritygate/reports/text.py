@@ -7,10 +7,10 @@ passed. Every failing output is listed, not just the first.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import Any
 
+from .._format import format_number
 from ..results import Comparison, OutputComparison, Tolerance
 
 __all__ = ["format_comparison", "format_output", "comparison_table", "output_name"]
@@ -22,19 +22,7 @@ def output_name(path: str) -> str:
 
 
 def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return f"{value:.6g}"
-    return str(value)
+    return format_number(value)
 
 
 def _tolerance_text(tol: Tolerance) -> str:
