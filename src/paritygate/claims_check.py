@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
