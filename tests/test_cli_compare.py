@@ -244,7 +244,8 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
     (tmp_path / "cut.json").write_text('{"x": [1, 2')
     folder = tmp_path / "outputs.npy"
     folder.mkdir()
-    (tmp_path / "slash.json").write_text(json.dumps({"boxes": {"a/b": [1, 2]}}))
+    # 'a/b' names the output boxes/a/b, which the nested table names too: one name, two outputs
+    (tmp_path / "slash.json").write_text(json.dumps({"boxes": {"a/b": [1, 2], "a": {"b": [3]}}}))
     cases = [
         (pickled_npy, good, "pickled.npy: holds an object array"),
         (raw_pickle, good, "raw.npy: is a pickle file, refused"),
@@ -269,7 +270,7 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
         (
             tmp_path / "rect.json",
             tmp_path / "slash.json",
-            "slash.json[boxes]: output name 'a/b' must be non-empty and must not contain '/'",
+            "slash.json[boxes/a/b]: two outputs share this name",
         ),
         (good, folder, "outputs.npy: is a directory"),
         (tmp_path / "absent.npy", good, "absent.npy: file not found"),
