@@ -340,7 +340,7 @@ class PythonRunner(ActiveRunner):
                 except InputError as exc:
                     raise RunFailure(self.name, case.name, "import", exc.message) from None
                 try:
-                    tree = flatten_tree(inner(argument))
+                    tree = host_arrays(inner(argument), root=BARE_OUTPUT)
                 finally:
                     counter.__exit__(None, None, None)
                 for target, calls in counter.counts.items():
