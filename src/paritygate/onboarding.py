@@ -102,7 +102,7 @@ def _plan(root: Path, files: list[Path], existing: dict[str, Any]) -> list[Added
 
 
 def _write_validated(path: Path, text: str) -> None:
-    from .references import atomic_write_text
+    from .files import atomic_write_text
     from .spec import spec_from_text
 
     spec_from_text(text, path)
