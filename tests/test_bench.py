@@ -270,7 +270,7 @@ def test_changed_output_is_not_a_speedup():
 
 
 def test_the_default_threshold_is_an_a_a_calibration_cached_per_workload(tmp_path):
-    first = run_bench(_sleeper(0.0005), _sleeper(0.0005), workload="aa", budget=1.0)
+    first = run_bench(_sleeper(0.0005), _sleeper(0.0005), workload="aa", blocks=8)
     assert (
         "A/A on this machine" in first.threshold_source and "cached" not in first.threshold_source
     )
@@ -278,7 +278,7 @@ def test_the_default_threshold_is_an_a_a_calibration_cached_per_workload(tmp_pat
     cache = json.loads((tmp_path / "cache" / "bench-aa-thresholds.json").read_text())
     (entry,) = cache["entries"].values()
     assert entry["basis"]["workload"] == "aa" and "source_revision" not in json.dumps(entry)
-    second = run_bench(_sleeper(0.0005), _sleeper(0.0005), workload="aa", budget=1.0)
+    second = run_bench(_sleeper(0.0005), _sleeper(0.0005), workload="aa", blocks=8)
     assert second.threshold == first.threshold and "cached" in second.threshold_source
 
 

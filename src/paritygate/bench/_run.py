@@ -231,8 +231,127 @@ class _Side:
             return statistics.median(_timing.sample_stages(self.fn, self.sync, 3)[0])
         return statistics.median(_timing.sample(self.fn, self.sync, 1, 5))
 
+    def calibrate(self, overhead: float) -> int:
+        return _timing.calibrate_loops(self.fn, self.sync, overhead)[0]
+
+    count = 1  # processes this side runs in
+
+    def select(self, index: int) -> None:
+        pass
+
+    def set_loops(self, loops: int) -> None:
+        self.loops = loops
+
     def close(self) -> None:
         pass
+
+
+class _WorkerSide:
+    """One side run in ``count`` fresh worker processes; block pairs rotate over them."""
+
+    _MODULE = "paritygate.bench._worker"
+
+    def __init__(self, name: str, target: str, count: int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..workers import Worker
+
+        self.name = name
+        self.target = target
+        self.count = count
+        self.loops = 1
+        self.sync = None
+        self.staged = False
+        self._current = 0
+        with ThreadPoolExecutor(count) as starter:
+            self.workers = list(starter.map(lambda _: Worker(), range(count)))
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        return self.workers[self._current].call(f"{self._MODULE}:{fn}", *args)
+
+    def cold(self, sync: Any) -> tuple[float, Any, str]:
+        if callable(sync):
+            raise InputError("a custom sync callable cannot run in worker processes")
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.count) as pool:
+            loaded = list(
+                pool.map(
+                    lambda w: w.call(f"{self._MODULE}:load", self.name, self.target, sync),
+                    self.workers,
+                )
+            )
+        self.staged = loaded[0]["staged"]
+        return loaded[0]["cold_s"], self.checked_output(), loaded[0]["sync"]
+
+    def checked_output(self) -> Any:
+        import base64
+        import io
+
+        import numpy as np
+
+        data = base64.b64decode(self._call("output", self.name))
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+
+    def take(self, count: int) -> tuple[list[float], list[dict[str, float]] | None]:
+        answer = self._call("take", self.name, count)
+        return answer["times"], answer["stages"]
+
+    def per_call(self) -> float:
+        return self._call("per_call", self.name)
+
+    def calibrate(self, overhead: float) -> int:
+        return int(self._call("calibrate", self.name, overhead)[0])
+
+    def select(self, index: int) -> None:
+        self._current = index % self.count
+
+    def set_loops(self, loops: int) -> None:
+        self.loops = loops
+        for i in range(self.count):
+            self.select(i)
+            self._call("set_loops", self.name, loops)
+        self.select(0)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
+
+DEFAULT_PROCESSES = 4
+
+
+def plan_processes(
+    baseline: Any, candidate: Any, processes: int | None, sync: Any
+) -> tuple[int, str | None, str | None]:
+    """(processes per side, baseline name, candidate name): 0 means in this process.
+
+    Default: worker processes when both sides can be imported by name (and no custom sync
+    callable is given); in-process otherwise (closures, lambdas, lazy frameworks' objects)."""
+    from ..workers import importable_name
+
+    names = importable_name(baseline), importable_name(candidate)
+    if processes is None:
+        usable = all(names) and not callable(sync)
+        return (DEFAULT_PROCESSES if usable else 0), names[0], names[1]
+    if processes < 0:
+        raise InputError(f"processes must be >= 0, got {processes}")
+    if processes and not all(names):
+        which = [side for side, n in zip(("baseline", "candidate"), names) if not n]
+        raise InputError(
+            f"processes={processes}: the {' and '.join(which)} cannot be imported by name in a "
+            "fresh process",
+            hint="pass 'module:function' or a module-level function, or processes=0",
+        )
+    return processes, names[0], names[1]
+
+
+def make_side(name: str, target: Any, processes: int, import_name: str | None):
+    if processes:
+        assert import_name is not None
+        return _WorkerSide(name, import_name, processes)
+    return _Side(name, resolve(target))
 
 
 def _record(side: SideSamples, times: list[float], stages: list[dict[str, float]] | None) -> None:
@@ -297,8 +416,10 @@ def _measure(
     check_outputs: Callable[[Any, Any], Any] | None,
     memory_probe: Callable[[], dict[str, float]] | None,
 ) -> dict[str, Any]:
-    """Time both sides in interleaved blocks; stop on a decisive look, the budget or the blocks."""
-    started = time.perf_counter()
+    """Time both sides in interleaved blocks; stop on a decisive look, the budget or the blocks.
+
+    The budget covers warm-up and blocks; the cold calls (loading, first compile, starting
+    worker processes) and the loop calibration come before it."""
     cold_b, out_b, how_b = base.cold(sync)
     cold_c, out_c, how_c = cand.cold(sync)
     _check(check_outputs, out_b, out_c, workload, "on the first call")
@@ -311,15 +432,21 @@ def _measure(
     loops = 1
     if not (base.staged or cand.staged):
         for side in (base, cand):
-            n, _ = _timing.calibrate_loops(side.fn, side.sync, overhead)
-            loops = max(loops, n)
+            loops = max(loops, side.calibrate(overhead))
     elif min(base.per_call(), cand.per_call()) < 100 * overhead:
         warnings.append(
             "a call is shorter than 100x the harness overhead, and stage timing needs single calls"
         )
-    base.loops = cand.loops = loops
+    base.set_loops(loops)
+    cand.set_loops(loops)
+    started = time.perf_counter()
     cap = _FIXED_WARMUP_CAP_S if design.budget_s is None else 0.1 * design.budget_s
-    warm = _warm_up([base, cand], cap, design.min_warmup)
+    processes = max(base.count, cand.count)
+    warm = 0
+    for index in range(processes):  # every process warms up (each is fresh)
+        base.select(index)
+        cand.select(index)
+        warm += _warm_up([base, cand], cap / processes, design.min_warmup)
     for key in ("baseline", "candidate"):
         sides[key].loops = loops
         sides[key].warmup_samples = warm
@@ -340,6 +467,8 @@ def _measure(
     checks = 0
     pair = 0
     while True:
+        base.select(pair)
+        cand.select(pair)
         order = ("baseline", "candidate") if pair % 2 == 0 else ("candidate", "baseline")
         pair_start = time.perf_counter()
         medians = {}
@@ -408,6 +537,9 @@ def _measure(
             "warmup_samples_per_side": warm,
             "harness_overhead_s": overhead,
             "sync": how_b if how_b == how_c else f"{how_b} / {how_c}",
+            "processes": "in-process"
+            if processes == 1 and isinstance(base, _Side)
+            else f"{processes} worker processes per side, block pairs rotating over them",
             "block_pairs": pair,
             "elapsed_s": time.perf_counter() - started,
             "alpha": design.alpha,
@@ -455,6 +587,7 @@ def run_bench(
     memory_probe: Callable[[], dict[str, float]] | None = None,
     provenance: dict[str, Any] | None = None,
     names: tuple[str, str] = ("baseline", "candidate"),
+    processes: int | None = None,
     noise: bool = True,
     recalibrate: bool = False,
     cache_dir: str | None = None,
@@ -469,14 +602,19 @@ def run_bench(
     ``threshold`` is the smallest relative change worth calling (0.03 = 3 %); unset, it is the
     A/A threshold of this machine and workload (cached; measured on the first run).
     ``check_outputs(baseline_out, candidate_out)`` runs on the first call and after every block
-    pair, outside the timed region; a falsy result or an exception aborts.
+    pair, outside the timed region; a falsy result or an exception aborts (in worker processes
+    it receives each side's outputs flattened to numpy arrays, ``{name: array}``).
+
+    ``processes``: worker processes per side (block pairs rotate over them, each fresh, as pyperf
+    does, to average out memory layout and allocator state); ``0`` runs both sides in this
+    process; unset, 4 when both sides can be imported by name, else in-process.
     """
     if budget is None and blocks is None:
         budget = 10.0
     _validate(budget, blocks, alpha, threshold)
     _stats.prepare(alpha)  # scipy and the first looks' critical values, before any clock runs
-    base = _Side(names[0], resolve(baseline))
-    cand = _Side(names[1], resolve(candidate))
+    count, base_name, cand_name = plan_processes(baseline, candidate, processes, sync)
+    mode = f"{count} processes" if count else "in-process"
     from . import _noise
 
     before = _noise.snapshot() if noise else {}
@@ -492,20 +630,30 @@ def run_bench(
             sync=sync,
             recalibrate=recalibrate,
             cache_dir=cache_dir,
+            processes=count,
+            import_name=base_name,
         )
     else:
         source = "(stated)"
     design = _Design(budget, blocks, block_size, warmup, alpha)
-    run = _measure(
-        base,
-        cand,
-        workload=workload,
-        design=design,
-        threshold=threshold,
-        sync=sync,
-        check_outputs=check_outputs,
-        memory_probe=memory_probe,
-    )
+    base = cand = None
+    try:
+        base = make_side(names[0], baseline, count, base_name)
+        cand = make_side(names[1], candidate, count, cand_name)
+        run = _measure(
+            base,
+            cand,
+            workload=workload,
+            design=design,
+            threshold=threshold,
+            sync=sync,
+            check_outputs=check_outputs,
+            memory_probe=memory_probe,
+        )
+    finally:
+        for side in (base, cand):
+            if side is not None:
+                side.close()
     after = _noise.snapshot() if noise else {}
     logs = run["logs"]
     decision = run["decision"]
@@ -525,6 +673,7 @@ def run_bench(
     prov.setdefault("sync", run["design"]["sync"])
     prov["design"] = run["design"]
     prov["harness_version"] = HARNESS_VERSION
+    prov["mode"] = mode
     if noise:
         from ..provenance import machine_facts
 

@@ -68,12 +68,14 @@ def aa_threshold(
     sync: Any = None,
     recalibrate: bool = False,
     cache_dir: str | None = None,
-    mode: str = "in-process",
+    processes: int = 0,
+    import_name: str | None = None,
 ) -> tuple[float, str]:
     """(threshold, where it came from): cached, or measured now by an A/A run of ``baseline``."""
     from . import _stats
-    from ._run import _Design, _measure, _Side, resolve
+    from ._run import _Design, _measure, make_side
 
+    mode = f"{processes} processes" if processes else "in-process"
     path = cache_path(cache_dir)
     key, basis = _key(workload, alpha, mode)
     cache = _load(path)
@@ -82,18 +84,26 @@ def aa_threshold(
         return float(entry["threshold"]), (
             f"(A/A on this machine, {entry['blocks']} block pairs, {entry['date']}, cached)"
         )
-    fn = resolve(baseline)
-    design = _Design(budget, blocks, None, 0, alpha)
-    run = _measure(
-        _Side("A", fn),
-        _Side("A'", fn),
-        workload=f"{workload} (A/A)",
-        design=design,
-        threshold=None,
-        sync=sync,
-        check_outputs=None,
-        memory_probe=None,
-    )
+    # the calibration runs once per machine and workload: give it at least 20 s so that its own
+    # interval (which bounds the threshold) is narrow
+    design = _Design(None if budget is None else max(budget, 20.0), blocks, None, 0, alpha)
+    sides = []
+    try:
+        for name in ("A", "A'"):  # the same baseline twice; in workers, separate processes
+            sides.append(make_side(name, baseline, processes, import_name))
+        run = _measure(
+            sides[0],
+            sides[1],
+            workload=f"{workload} (A/A)",
+            design=design,
+            threshold=None,
+            sync=sync,
+            check_outputs=None,
+            memory_probe=None,
+        )
+    finally:
+        for side in sides:
+            side.close()
     logs = run["logs"]
     needed = _stats.min_pairs(alpha)
     if len(logs) < needed:
