@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import bench_workloads
 import pytest
 
-import bench_workloads
 from paritygate.bench import Verdict, run_bench
 from paritygate.errors import InputError
 from paritygate.workers import Worker, WorkerError, WorkerPool, importable_name
