@@ -1,18 +1,24 @@
 """Module-level workloads that worker processes import by name (tests of paritygate.bench)."""
 
 import os
-import time
 
 import numpy as np
 
 
-def sleep_1ms():
-    time.sleep(0.001)
+def _work(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def work_1x():
+    _work(10_000)
     return np.ones(3)
 
 
-def sleep_3ms():
-    time.sleep(0.003)
+def work_3x():
+    _work(30_000)
     return np.ones(3)
 
 

@@ -207,8 +207,19 @@ def _sleeper(seconds: float, value: float = 1.0):
     return fn
 
 
+def _worker(iterations: int):
+    def fn():
+        total = 0
+        for i in range(iterations):
+            total += i * i
+        return np.ones(3)
+
+    return fn
+
+
 def test_a_real_slowdown_is_called_slower_with_its_evidence():
-    result = run_bench(_sleeper(0.001), _sleeper(0.004), workload="sleep", budget=3, threshold=0.2)
+    # CPU work (a busy machine stretches both sides alike; a sleep's wake-up delay does not)
+    result = run_bench(_worker(10_000), _worker(30_000), workload="work", budget=5, threshold=0.2)
     assert result.verdict is Verdict.SLOWER and not result and result.slower
     assert result.describe().startswith("slower: ") and "x slower" in result.describe()
     assert result.blocks == len(result.pair_ratios) >= 7
@@ -335,6 +346,9 @@ def test_cli_compares_saved_runs_statistically_and_refuses_mixed_provenance(tmp_
         threshold=0.1,
         provenance={"source_revision": "abc"},
     )
+    # the saved pair ratios are made known (timing on a busy machine is not): the comparison's
+    # arithmetic is what is checked here
+    result.pair_ratios = list(np.exp(np.random.default_rng(5).normal(0.2, 0.01, 40)))
     first = tmp_path / "a.json"
     first.write_text(json.dumps(result.to_dict()))
     data = result.to_dict()

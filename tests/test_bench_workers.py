@@ -33,7 +33,7 @@ def test_a_pool_spreads_calls_over_fresh_processes():
 
 
 def test_importable_names():
-    assert importable_name(bench_workloads.sleep_1ms) == "bench_workloads:sleep_1ms"
+    assert importable_name(bench_workloads.work_1x) == "bench_workloads:work_1x"
     assert importable_name("pkg.mod:fn") == "pkg.mod:fn"
     assert importable_name(lambda: 1) is None
 
@@ -45,8 +45,8 @@ def test_importable_names():
 
 def test_sides_run_in_worker_processes_by_default_when_importable():
     result = run_bench(
-        bench_workloads.sleep_1ms,
-        "bench_workloads:sleep_3ms",
+        bench_workloads.work_1x,
+        "bench_workloads:work_3x",
         workload="w",
         blocks=10,  # the interval then ignores the most extreme pairs a busy machine makes
         threshold=0.3,
@@ -59,7 +59,7 @@ def test_sides_run_in_worker_processes_by_default_when_importable():
     inproc = run_bench(lambda: None, lambda: None, workload="w", blocks=6, threshold=0.5)
     assert inproc.provenance["mode"] == "in-process"
     with pytest.raises(InputError, match="the candidate cannot be imported by name"):
-        run_bench(bench_workloads.sleep_1ms, lambda: None, workload="w", blocks=6, processes=2)
+        run_bench(bench_workloads.work_1x, lambda: None, workload="w", blocks=6, processes=2)
 
 
 def test_outputs_are_checked_across_the_process_boundary():
@@ -72,8 +72,8 @@ def test_outputs_are_checked_across_the_process_boundary():
         return all(np.array_equal(a[k], b[k]) for k in a)
 
     result = run_bench(
-        "bench_workloads:sleep_1ms",
-        "bench_workloads:sleep_1ms",
+        "bench_workloads:work_1x",
+        "bench_workloads:work_1x",
         workload="w",
         blocks=6,
         threshold=0.5,
