@@ -19,6 +19,12 @@ __all__ = ["RawStats", "finish", "promote", "FLOAT_BITS", "dtype_kind", "one_min
 
 # Floating dtypes by precision (mantissa bits), for promotion and ULP measurement.
 FLOAT_BITS = {
+    # ml_dtypes' small floats (ULPs on their own grids: see docs/architecture.md): e8m0 has
+    # neither a sign nor a zero (powers of two), the fnuz types have no negative zero.
+    "float4_e2m1fn": 1,
+    "float8_e8m0fnu": 0,
+    "float8_e4m3fnuz": 3,
+    "float8_e5m2fnuz": 2,
     "float8_e4m3fn": 3,
     "float8_e5m2": 2,
     "bfloat16": 7,
@@ -26,7 +32,7 @@ FLOAT_BITS = {
     "float32": 23,
     "float64": 52,
 }
-_INT_NAMES = {f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)}
+_INT_NAMES = {f"{s}int{b}" for s in ("", "u") for b in (2, 4, 8, 16, 32, 64)}
 
 
 def dtype_kind(name: str) -> str:

@@ -154,7 +154,7 @@ def _prepare(actual: Any, expected: Any, path: str) -> _Pair:
     elif compared_as == "bool":
         mode = "bool"
     elif dtype_kind(compared_as) == "int":
-        unsigned = {da, de} <= {f"uint{b}" for b in (8, 16, 32, 64)}
+        unsigned = {da, de} <= {f"uint{b}" for b in (2, 4, 8, 16, 32, 64)}
         if "uint64" in (da, de) and not unsigned:
             # uint64 against a signed integer has no exact common integer type.
             mode = "float"
@@ -266,6 +266,11 @@ def _ordered(
     if x.dtype != ulp_dtype:
         with np.errstate(over="ignore", invalid="ignore"):
             x = x.astype(ulp_dtype)
+    table = _grid_rank(ulp_dtype)
+    if table is not None:
+        out = buf_o.view(np.int64)[:n]
+        np.take(table, x.view(np.uint8), out=out)
+        return out
     size = ulp_dtype.itemsize
     itype = _INT_VIEW[size]
     bits = x.view(itype)
@@ -276,6 +281,29 @@ def _ordered(
     np.bitwise_xor(bits, out, out=out)
     np.subtract(out, m, out=out)
     return out
+
+
+# One-byte floats whose bit patterns do not order like a sign-magnitude integer (no sign bit at
+# bit 7: float4_e2m1fn; no sign at all: float8_e8m0fnu) or have no negative zero (fnuz): their
+# ULP distance is the distance of ranks on the dtype's own grid of finite values, -0 and +0 one
+# point. Every byte pattern's rank is read from a 256-entry table built from the dtype itself.
+_GRID_DTYPES = ("float4_e2m1fn", "float8_e8m0fnu", "float8_e4m3fnuz", "float8_e5m2fnuz")
+_GRID_TABLES: dict[str, np.ndarray] = {}
+
+
+def _grid_rank(dtype: np.dtype) -> np.ndarray | None:
+    if dtype.name not in _GRID_DTYPES:
+        return None
+    table = _GRID_TABLES.get(dtype.name)
+    if table is None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            values = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float64)
+        finite = np.unique(values[np.isfinite(values)])  # -0.0 and 0.0 are one value
+        table = np.zeros(256, np.int64)
+        ok = np.isfinite(values)
+        table[ok] = np.searchsorted(finite, values[ok])
+        _GRID_TABLES[dtype.name] = table
+    return table
 
 
 def _ulp_distance(
