@@ -1,17 +1,19 @@
 """The core install works without any extra (in the spirit of Polygraphy's dependency tests).
 
 A fresh virtual environment gets this project without extras, so only the core dependencies
-(numpy, safetensors, ml_dtypes, click, rich, tomlkit, scipy). Every module of the package must
-import there (modules for an optional framework import it lazily), every CLI command must show
-its help, and the compare command and the demo must run. In the full test environment, where
-the frameworks are installed, importing paritygate or running ``paritygate --help`` must load
-none of them, nor pytest.
+(numpy, safetensors, ml_dtypes, click, rich, tomlkit, scipy, and numba with llvmlite on the
+platforms numba ships wheels for; importing paritygate still loads no numba). Every module of
+the package must import there (modules for an optional framework import it lazily), every CLI
+command must show its help, and the compare command and the demo must run. In the full test
+environment, where the frameworks are installed, importing paritygate or running
+``paritygate --help`` must load none of them, nor pytest.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -26,13 +28,14 @@ import paritygate
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(paritygate.__file__).resolve().parents[1]
 CORE = {"numpy", "safetensors", "ml_dtypes", "click", "rich", "tomlkit", "scipy"}
+if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
+    CORE |= {"numba", "llvmlite"}  # the fast kernel by default where numba has wheels
 OPTIONAL_DISTRIBUTIONS = {
     "torch",
     "mlx",
     "jax",
     "jaxlib",
     "onnxruntime",
-    "numba",
     "scikit_image",
     "matplotlib",
     "scikit_learn",
