@@ -201,3 +201,40 @@ def test_cases_add_to_a_spec_written_with_case_tables(folder):
     data = tomllib.loads(path.read_text())
     assert sorted(data["cases"]) == ["batch_00", "batch_01"]
     assert "[cases.batch_01]" in path.read_text()
+
+
+def test_quick_is_exact_unless_bounds_are_given_and_says_which(folder, capsys, monkeypatch):
+    monkeypatch.chdir(folder)
+    base = ["quick", "--reference", "model:reference", "--inputs", "cases/batch_0*.npz"]
+    assert main([*base, "--candidate", "model:port"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("comparing exactly (no bound given")
+    assert "pass  outputs-match  candidate  10/10 cases  worst 0  bound 0  exact" in out
+    assert main([*base, "--candidate", "model:port32"]) == 1  # float32 differs: exact fails
+    assert "FAIL  outputs-match  candidate  0/10 cases" in capsys.readouterr().out
+    assert main([*base, "--candidate", "model:port32", "--atol", "1e-4"]) == 0
+    assert capsys.readouterr().out.startswith("comparing with atol 0.0001")
+    assert main([*base, "--candidate", "model:port32", "--atol", "1e-12"]) == 1
+    # nothing recorded, no spec written
+    assert not (folder / "references").exists() and not (folder / "parity.toml").exists()
+
+
+def test_quick_with_commands_and_save_spec_grows_into_a_gate(folder, capsys, monkeypatch):
+    monkeypatch.chdir(folder)
+    args = ["quick", "--reference", "model:reference", "--inputs", "cases/*.npz"]
+    args += ["--candidate", "{python} model_cli.py {case} {out}", "--save-spec", "parity.toml"]
+    assert main(args) == 0
+    assert "spec: parity.toml" in capsys.readouterr().out
+    spec = load_spec(folder / "parity.toml")
+    assert len(spec.cases) == 20 and spec.claims["outputs-match"].mode == "paired"
+    assert main(["gate", "parity.toml"]) == 0
+    # --save-spec never replaces a spec
+    assert main(args) == 2
+    assert "exists: --save-spec never replaces a spec" in capsys.readouterr().err
+
+
+def test_quick_bad_input_is_one_line(folder, capsys, monkeypatch):
+    monkeypatch.chdir(folder)
+    args = ["quick", "--reference", "model:reference", "--candidate", "model:port"]
+    assert main([*args, "--inputs", "none/*.npz"]) == 2
+    assert capsys.readouterr().err.startswith("paritygate: error: no file matches 'none/*.npz'")

@@ -21,7 +21,15 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["AddedCase", "add_cases", "init_spec", "case_name_for", "runner_table"]
+__all__ = [
+    "AddedCase",
+    "add_cases",
+    "init_spec",
+    "quick",
+    "scaffold_text",
+    "case_name_for",
+    "runner_table",
+]
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,70 @@ def _toml_value(value: Any) -> str:
     return tomlkit.item(value).as_string()
 
 
+def scaffold_text(
+    root: Path,
+    *,
+    cases: list[str],
+    reference: str,
+    candidate: str,
+    outputs: list[str] | None = None,
+    atol: float | None = None,
+    min_cosine: float | None = None,
+    output_format: str = "npz",
+    name: str | None = None,
+    mode: str = "stored",
+    header: list[str] | None = None,
+) -> str:
+    """The text of a first spec rooted at ``root`` (see :func:`init_spec`)."""
+    from .spec import SPEC_FORMAT_VERSION
+
+    plan = _plan(root, _matches(root, cases), {})
+    ref = runner_table("reference", reference, output_format=output_format)
+    cand = runner_table("candidate", candidate, output_format=output_format)
+    top = list(header or []) + [
+        f"format_version = {SPEC_FORMAT_VERSION}",
+        f"name = {_toml_value(name or root.name)}",
+    ]
+
+    def runner_lines(runner: str, table: dict[str, Any]) -> list[str]:
+        return ["", f"[runners.{runner}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+
+    body = runner_lines("reference", ref) + runner_lines("candidate", cand)
+    case_lines = ["", "[cases]"] + [
+        f"{c.name} = {{ path = {_toml_value(c.path)}, sha256 = {_toml_value(c.sha256)} }}"
+        for c in plan
+    ]
+
+    def claim(claim_id: str, names: list[str], metric: str, bound: Any) -> list[str]:
+        lines = [
+            "",
+            f"[claims.{claim_id}]",
+            f"outputs = {_toml_value(names)}",
+            f"metric = {_toml_value(metric)}",
+            f"bound = {_toml_value(bound)}",
+            'oracle = "equivalence"',
+            'status = "provisional"',
+        ]
+        return lines + ([f"mode = {_toml_value(mode)}"] if mode != "stored" else [])
+
+    def text_for(names: list[str]) -> str:
+        claims: list[str] = []
+        if atol is not None:
+            claims += claim("outputs-max-abs", names, "max_abs", atol)
+        if min_cosine is not None:
+            claims += claim("outputs-cosine", names, "cosine", min_cosine)
+        if not claims:
+            claims = claim("outputs-match", names, "exact", 0)
+        lines = top + [f"outputs = {_toml_value(names)}"] + body + claims + case_lines
+        return "\n".join(lines) + "\n"
+
+    if outputs is None:
+        outputs = _discover_outputs(root, text_for(["output"]), root / "parity.toml")
+        if not outputs:
+            raise InputError("the reference returned no outputs on the first case")
+    return text_for(list(outputs))
+
+
 def init_spec(
     folder: str | Path,
     *,
@@ -206,51 +278,74 @@ def init_spec(
     one provisional claim over every output: exact, or max-abs ``atol`` when given.
 
     Refuses to replace an existing spec unless ``force``. Returns the spec's path."""
-    from .spec import SPEC_FORMAT_VERSION
-
     root = Path(folder).resolve()
     path = root / "parity.toml"
     if path.exists() and not force:
         raise InputError(f"{path} exists; add cases with `paritygate cases add` or pass --force")
-    plan = _plan(root, _matches(root, cases), {})
-    ref = runner_table("reference", reference, output_format=output_format)
-    cand = runner_table("candidate", candidate, output_format=output_format)
     header = [
         f"# Parity spec of {name or root.name}. Paths are relative to this file's folder.",
         "# The claim below starts provisional: `paritygate record` then `paritygate gate`;",
         "# `paritygate calibrate parity.toml --claim ID` measures a bound where exact is too",
         "# strict.",
-        f"format_version = {SPEC_FORMAT_VERSION}",
-        f"name = {_toml_value(name or root.name)}",
     ]
-
-    def runner_lines(runner: str, table: dict[str, Any]) -> list[str]:
-        return ["", f"[runners.{runner}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-
-    body = runner_lines("reference", ref) + runner_lines("candidate", cand)
-    case_lines = ["", "[cases]"] + [
-        f"{c.name} = {{ path = {_toml_value(c.path)}, sha256 = {_toml_value(c.sha256)} }}"
-        for c in plan
-    ]
-
-    def text_for(names: list[str]) -> str:
-        metric, bound = ("max_abs", atol) if atol is not None else ("exact", 0)
-        claim = [
-            "",
-            "[claims.outputs-match]",
-            f"outputs = {_toml_value(names)}",
-            f"metric = {_toml_value(metric)}",
-            f"bound = {_toml_value(bound)}",
-            'oracle = "equivalence"',
-            'status = "provisional"',
-        ]
-        lines = header + [f"outputs = {_toml_value(names)}"] + body + claim + case_lines
-        return "\n".join(lines) + "\n"
-
-    if outputs is None:
-        outputs = _discover_outputs(root, text_for(["output"]), path)
-        if not outputs:
-            raise InputError("the reference returned no outputs on the first case")
-    text = text_for(list(outputs))
+    text = scaffold_text(
+        root,
+        cases=cases,
+        reference=reference,
+        candidate=candidate,
+        outputs=outputs,
+        atol=atol,
+        output_format=output_format,
+        name=name,
+        header=header,
+    )
     _write_validated(path, text)
     return path
+
+
+def quick(
+    *,
+    inputs: list[str],
+    reference: str,
+    candidate: str,
+    atol: float | None = None,
+    min_cosine: float | None = None,
+    output_format: str = "npz",
+    save_spec: str | Path | None = None,
+    root: str | Path | None = None,
+) -> tuple[Any, str]:
+    """Run reference and candidate on every input, back to back in this process (paired mode:
+    nothing is recorded), and evaluate an exact claim over every output (max-abs ``atol`` and/or
+    cosine ``min_cosine`` when given). Returns (GateResult, the equivalent spec's text); with
+    ``save_spec`` the text is written there, so the one-liner grows into a gate."""
+    from .gate import run_gate
+    from .spec import spec_from_text
+
+    base = Path(root if root is not None else Path.cwd()).resolve()
+    target = Path(save_spec).resolve() if save_spec is not None else base / "parity.toml"
+    if save_spec is not None and target.parent != base:
+        raise InputError(
+            f"--save-spec {save_spec}: the spec must sit in the folder the input paths are "
+            f"relative to ({base})"
+        )
+    header = [
+        "# Written by `paritygate quick`: reference and candidate run back to back in one",
+        "# process (mode = paired), so no reference needs recording.",
+    ]
+    text = scaffold_text(
+        base,
+        cases=inputs,
+        reference=reference,
+        candidate=candidate,
+        atol=atol,
+        min_cosine=min_cosine,
+        output_format=output_format,
+        mode="paired",
+        header=header,
+    )
+    spec = spec_from_text(text, target)
+    if save_spec is not None:
+        if target.exists():
+            raise InputError(f"{target} exists: --save-spec never replaces a spec")
+        _write_validated(target, text)
+    return run_gate(spec), text

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench:bench_command",
     "init": "onboard:init_command",
     "cases": "onboard:cases_group",
+    "quick": "onboard:quick_command",
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["init_command", "cases_group"]
+__all__ = ["init_command", "cases_group", "quick_command"]
 
 
 @click.command("init")
@@ -133,3 +133,79 @@ def cases_add_command(patterns: tuple[str, ...], spec_path: Path, dry_run: bool)
         + ("" if dry_run or not added else f"; re-record: paritygate record {spec_path}")
     )
     return 0
+
+
+@click.command("quick")
+@click.option("--reference", required=True, metavar="MOD:FN|COMMAND", help="The reference runner.")
+@click.option("--candidate", required=True, metavar="MOD:FN|COMMAND", help="The candidate runner.")
+@click.option(
+    "--inputs",
+    "inputs",
+    multiple=True,
+    required=True,
+    metavar="GLOB",
+    help="Input files, relative to the working folder (repeatable).",
+)
+@click.option("--atol", type=float, default=None, help="Max-abs bound (default: exact).")
+@click.option("--min-cosine", type=float, default=None, help="Cosine floor (default: exact).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["npz", "safetensors", "json"]),
+    default="npz",
+    show_default=True,
+    help="What a command writes at {out}.",
+)
+@click.option(
+    "--save-spec",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the equivalent spec here, so the one-liner grows into a gate.",
+)
+@click.option("--verbose", "-v", is_flag=True, help="A row per input under every claim.")
+def quick_command(
+    reference: str,
+    candidate: str,
+    inputs: tuple[str, ...],
+    atol: float | None,
+    min_cosine: float | None,
+    output_format: str,
+    save_spec: Path | None,
+    verbose: bool,
+) -> int:
+    """Compare two runners on some inputs without a spec: exact unless bounds are given.
+
+    Both run back to back in this process (module:function) or as commands ('python run.py
+    {case} {out}'); nothing is recorded.
+
+    \b
+    Exit codes: 0 every output matches, 1 a difference beyond the bounds (or a runner failed),
+    2 bad input.
+    """
+    from ..onboarding import quick
+    from ..reports.terminal import console, print_result
+
+    bounds = [f"atol {atol:g}" if atol is not None else "", ""]
+    if min_cosine is not None:
+        bounds[1] = f"cosine >= {min_cosine:g}"
+    stated = ", ".join(b for b in bounds if b)
+    out = console()
+    out.print(
+        f"comparing with {stated}"
+        if stated
+        else "comparing exactly (no bound given: --atol, --min-cosine)",
+        soft_wrap=False,
+    )
+    result, _ = quick(
+        inputs=list(inputs),
+        reference=reference,
+        candidate=candidate,
+        atol=atol,
+        min_cosine=min_cosine,
+        output_format=output_format,
+        save_spec=save_spec,
+    )
+    print_result(out, result.to_dict(), verbose=verbose)
+    if save_spec is not None:
+        out.print(f"spec: {save_spec} (paritygate gate {save_spec})", soft_wrap=True)
+    return result.exit_code
