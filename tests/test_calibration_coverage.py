@@ -82,3 +82,81 @@ def test_one_rule_for_output_and_model_mutations_in_the_python_api():
     assert result.coverage()["uncovered"] == ["noop"]
     assert "mutation noop changed nothing on any of 16 cases" in result.summary()
     assert result.proposal == "tolerance"  # the uncovered mutation is not noise
+
+
+FACTORY_MODEL = (
+    MODEL
+    + '''
+
+def make_port(scale):
+    """the float32 port as a factory, built with its options"""
+
+    def run(case):
+        x = case.load()["x"].astype(np.float32)
+        return {"y": np.tanh(x @ W.astype(np.float32)) * np.float32(scale)}
+
+    return run
+
+
+def make_port_zeroed(scale):
+    """the factory port with the projection's last column zeroed"""
+
+    def run(case):
+        x = case.load()["x"].astype(np.float32)
+        w = W.astype(np.float32).copy()
+        w[:, -1] = 0
+        return {"y": np.tanh(x @ w) * np.float32(scale)}
+
+    return run
+'''
+)
+
+FACTORY_CLAIM = """
+[runners.port-factory]
+role = "candidate"
+factory = "calib:make_port"
+options = { scale = 1.0 }
+
+[claims.y-factory]
+outputs = ["y"]
+metric = "max_abs"
+bound = 1e-3
+oracle = "equivalence"
+mode = "paired"
+status = "provisional"
+candidates = ["port-factory"]
+"""
+
+
+def test_a_model_mutation_of_a_factory_runner_is_called_like_the_runner(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    cases = {c: {"x": rng.standard_normal((6, 8))} for c in CASES}
+    path = make_project(
+        tmp_path, SPEC + FACTORY_CLAIM, modules={"calib.py": FACTORY_MODEL}, cases=cases
+    )
+    args = ["calibrate", str(path), "--claim", "y-factory"]
+    assert main([*args, "--model-mutation", "zeroed=calib:make_port_zeroed"]) == 0
+    out = capsys.readouterr().out
+    assert "zeroed" in out and "caught in 16/16 cases" in out
+    assert "TypeError" not in out
+
+
+def test_stored_mode_calibrate_reads_output_names_with_a_slash(tmp_path, capsys):
+    """Regression (examples/box_port): a max_abs claim on boxes/* calibrated against the recorded
+    reference, whose outputs are named boxes/editor and boxes/question."""
+    from spec_helpers import copy_box_port
+
+    project = copy_box_port(tmp_path)
+    spec = project / "parity.toml"
+    spec.write_text(
+        spec.read_text()
+        + '\n[claims.box-max-abs]\noutputs = ["boxes/*"]\nmetric = "max_abs"\nbound = 2\n'
+        'oracle = "equivalence"\nmode = "stored"\nstatus = "provisional"\n'
+    )
+    assert main(["record", str(spec)]) == 0
+    capsys.readouterr()
+    args = ["calibrate", str(spec), "--claim", "box-max-abs", "--min-cases", "3"]
+    assert main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "outputs: boxes/editor, boxes/question" in out
+    assert "stored mode" in out

@@ -1184,15 +1184,20 @@ def calibrate_claim(
     for name, target in (model_mutations or {}).items():
         if ":" not in target:
             raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
-        mutated = dataclasses.replace(
-            base,
-            name=f"{candidate}[{name}]",
-            kind="python",
-            callable=target,
-            factory=None,
-            options={},
-            command=None,
-        )
+        if base.factory:
+            # Called like the runner it replaces: a factory built with the candidate's options,
+            # whose callable then runs every case.
+            mutated = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
+        else:
+            mutated = dataclasses.replace(
+                base,
+                name=f"{candidate}[{name}]",
+                kind="python",
+                callable=target,
+                factory=None,
+                options={},
+                command=None,
+            )
         mutants[name] = make_runner(mutated, loaded)
         # A mutated model's activity is counted like the candidate's it stands in for.
         mutants[name].count = getattr(candidate_runner, "count", ())

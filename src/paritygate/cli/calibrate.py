@@ -112,7 +112,9 @@ def _chosen_cases(
     "model_mutations",
     multiple=True,
     metavar="NAME=MODULE:FUNCTION",
-    help="A mutated candidate (same calling convention as the candidate runner). Repeatable.",
+    help="A mutated candidate, called like the candidate runner it replaces: a callable for a "
+    "callable runner, a factory (built with the runner's options) for a factory runner. "
+    "Repeatable.",
 )
 @click.option(
     "--mutations",
