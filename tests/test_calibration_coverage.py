@@ -160,3 +160,31 @@ def test_stored_mode_calibrate_reads_output_names_with_a_slash(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "outputs: boxes/editor, boxes/question" in out
     assert "stored mode" in out
+
+
+def test_a_per_edge_claim_is_calibrated_from_per_edge_deltas_and_keeps_its_metric(tmp_path, capsys):
+    """max_edge_delta on the box port: labelled boxes' per-edge deltas (|a - e| of each
+    coordinate) are measured, the shift bug separates from the (zero) noise, and --write keeps
+    metric = max_edge_delta with bound 0."""
+    from spec_helpers import copy_box_port
+
+    from paritygate.spec import load_spec
+
+    project = copy_box_port(tmp_path)
+    spec = project / "parity.toml"
+    assert main(["record", str(spec)]) == 0
+    args = ["calibrate", str(spec), "--claim", "panel-edges", "--min-cases", "3"]
+    assert main([*args, "--mutations", "shift,swap", "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "cannot be calibrated" not in out
+    assert "propose bound 0 on every edge (max_edge_delta = 0)" in out
+    assert "spec now: max_edge_delta <= 2" in out and "was not measured" not in out
+    claim = load_spec(spec).claims["panel-edges"]
+    assert (claim.metric, claim.bound, claim.scope, claim.status) == (
+        "max_edge_delta",
+        0,
+        "edge",
+        "calibrated",
+    )
+    # The calibrated claim still gates: the port passes, a planted 9 px bug would fail it.
+    assert main(["gate", str(spec)]) == 0

@@ -271,6 +271,9 @@ class CalibrationResult:
     # mutation -> metric -> signals, for mutations the activity band catches (kept out of the gap)
     band_caught_signals: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     label: str = ""
+    # The claim's own metric when it is measured through another (max_edge_delta through the
+    # per-coordinate |a - e| of labelled boxes): write_bound keeps it.
+    claim_metric_name: str | None = None
 
     def __bool__(self) -> bool:
         return not self.refused
@@ -1149,6 +1152,17 @@ def calibrate_claim(
         known = ", ".join(loaded.claims) or "none"
         raise InputError(f"no claim {claim_id!r} (claims: {known})", where=str(loaded.path))
     metric = "max_abs" if claim.metric == "exact" else claim.metric
+    if claim.metric == "max_edge_delta":
+        if claim.params.get("match") == "iou":
+            raise InputError(
+                "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
+                "itself changes with the noise",
+                where=where,
+                hint="calibrate labelled boxes (one output per box) or segments",
+            )
+        # Labelled boxes and segments: every edge delta is |a - e| of one coordinate of one
+        # covered output, so the per-edge deltas' distribution is max_abs over the outputs.
+        metric = "max_abs"
     if metric not in DIRECTIONS:
         raise InputError(
             f"metric {claim.metric!r} cannot be calibrated from output pairs",
@@ -1252,6 +1266,14 @@ def calibrate_claim(
             ),
             label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
         )
+        if claim.metric == "max_edge_delta":
+            result.claim_metric_name = "max_edge_delta"
+            result.label += " (max_edge_delta: the per-edge deltas, measured as max_abs)"
+            if result.proposal == "exact":
+                result.reason = (
+                    f"the measured noise is exactly zero over {result.n} cases: propose bound 0 "
+                    "on every edge (max_edge_delta = 0)"
+                )
         hidden = (
             _split_by_noise(result)[0]
             if result.refused and result.claim_metric.gap is not None
@@ -1310,7 +1332,11 @@ def write_bound(spec_path: str | Path, claim_id: str, result: CalibrationResult)
             where=str(spec_path),
         )
     fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(result.basis())}
-    if result.proposal == "exact":
+    if result.claim_metric_name:
+        # max_edge_delta keeps its metric and scope; zero noise gives bound 0 on every edge.
+        bound = 0 if result.proposal == "exact" else result.proposed_bound
+        fields.update(metric=result.claim_metric_name, bound=bound, mode=result.mode)
+    elif result.proposal == "exact":
         fields.update(metric="exact", bound=0, mode=result.mode)
     else:
         fields.update(metric=result.metric, bound=result.proposed_bound, mode=result.mode)
