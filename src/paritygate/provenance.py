@@ -32,6 +32,7 @@ __all__ = [
     "git_state",
     "check_package_pin",
     "check_file_pins",
+    "pinned_file_path",
     "utc_now",
 ]
 
@@ -522,12 +523,32 @@ def check_package_pin(
     return _specifier_match(pinned, installed), installed
 
 
+def pinned_file_path(root: Path, rel: str) -> Path | None:
+    """Where a file pin points: ``rel`` inside the spec's folder, or, for
+    ``package:<import name>/<path>``, that path inside the installed package (None when the
+    package is not installed)."""
+    if not rel.startswith("package:"):
+        return root / rel
+    import importlib.util
+
+    module, _, inner = rel[len("package:") :].partition("/")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    locations = list(found.submodule_search_locations or [])
+    base = Path(locations[0]) if locations else Path(found.origin or "").parent
+    return base / inner
+
+
 def check_file_pins(root: Path, pins: dict[str, str]) -> list[tuple[str, str, str | None]]:
     """(path, pinned sha256, observed sha256 or None when missing) for every file pin that fails."""
     failures = []
     for rel, pinned in pins.items():
-        path = root / rel
-        observed = sha256_file(path) if path.is_file() else None
+        path = pinned_file_path(root, rel)
+        observed = sha256_file(path) if path is not None and path.is_file() else None
         if observed != pinned:
             failures.append((rel, pinned, observed))
     return failures

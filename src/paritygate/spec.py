@@ -103,6 +103,9 @@ NOOP_STORED_REASON = (
     'Use mode = "paired"'
 )
 
+# A file pin naming a file inside an installed package: "package:silero_vad/data/model.onnx".
+PACKAGE_PIN_PREFIX = "package:"
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -792,7 +795,16 @@ class _Validator:
                     if not isinstance(v, str) or not v:
                         raise self.error(f"{key}.{group}.{k}", f"expected a string, got {_kind(v)}")
                     if group == "files":
-                        self.inside(k, f"{key}.files.{k}")
+                        if k.startswith(PACKAGE_PIN_PREFIX):
+                            # A file inside an installed package, by package-relative path.
+                            module, _, rel = k[len(PACKAGE_PIN_PREFIX) :].partition("/")
+                            if not module.isidentifier() or not rel or ".." in rel.split("/"):
+                                raise self.error(
+                                    f"{key}.files.{k}",
+                                    "expected 'package:<import name>/<path inside the package>'",
+                                )
+                        else:
+                            self.inside(k, f"{key}.files.{k}")
                         if not _HEX64.match(v):
                             raise self.error(
                                 f"{key}.files.{k}",
