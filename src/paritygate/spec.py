@@ -63,8 +63,12 @@ __all__ = [
 #      they resolve against the spec's folder (not the working folder) and reach the factory
 #      as absolute paths. Migration: none for specs without ``paths`` (formats 1-3 load as
 #      before); a spec using ``paths`` sets format_version = 4.
-SPEC_FORMAT_VERSION = 4
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4)
+#   5  ``[benchmarks.NAME]`` tables (run by ``paritygate bench run``; docs/bench.md) and the
+#      speed-claim params ``budget`` (seconds) and ``threshold``. Migration: none; formats 1-4
+#      load as before (speed claims of formats 1-4 may already name budget and threshold); a
+#      spec with ``[benchmarks]`` sets format_version = 5.
+SPEC_FORMAT_VERSION = 5
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5)
 
 # metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
 METRICS: dict[str, tuple[str, str]] = {
@@ -475,7 +479,8 @@ class _Validator:
         self.keys(
             data,
             "",
-            # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md)
+            # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md),
+            # [benchmarks] by paritygate.bench (docs/bench.md)
             (
                 "format_version",
                 "name",
@@ -489,6 +494,7 @@ class _Validator:
                 "pins",
                 "bootstrap",
                 "waived",
+                "benchmarks",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
@@ -500,6 +506,8 @@ class _Validator:
                 "this paritygate reads spec format_version "
                 f"{' or '.join(map(str, READABLE_SPEC_VERSIONS))}, got {version!r}",
             )
+        if "benchmarks" in data and isinstance(version, int) and version < 5:
+            raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
         if "waived" in data and version < 2:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
