@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-compare test test-gpu venv clean
+.PHONY: demo demo-compare test test-gpu venv clean chromium docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,11 @@ demo: $(VENV)/.demo-vad-installed
 demo-compare: $(VENV)/.demo-installed
 	$(PY) -m paritygate.demo
 
-test: $(VENV)/.test-installed
+# The HTML report is checked in a real headless browser: Chromium from Debian's packages.
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+test: $(VENV)/.test-installed chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: every backend test file (torch, JAX, MLX, ONNX Runtime, 1 - cosine

@@ -214,9 +214,10 @@ def _without_data_uris(html: str) -> str:
 
 def test_html_has_tables_and_plots_and_no_network_assets(mixed):
     html = render_html(mixed.to_dict())
-    # one metric plot per claim with numeric observations (2), per-edge plots for the two
-    # verdicts with edge deltas, one calibration distribution
-    assert html.count("data:image/png;base64,") == 5
+    # one metric plot per claim with numeric observations (2), a per-edge plot for the failing
+    # verdict with edge deltas (a passing one's would show deltas within the bound: omitted),
+    # one calibration distribution
+    assert html.count("data:image/png;base64,") == 4
     assert "calibration distribution: boxes.edge_px / swift-port / leetcode_test" in html
     stripped = _without_data_uris(html)
     assert "http://" not in stripped and "https://" not in stripped

@@ -21,7 +21,6 @@ from ._common import (
     fmt,
     speed_evidence,
     speed_series,
-    summary_counts,
     verdict_message,
     verdict_word,
     verdicts,
@@ -33,15 +32,22 @@ __all__ = ["render_html", "plots_available"]
 MAX_EDGE_PLOTS = 40
 
 _STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em;color:#1b1f24}
-h1 .PASS{color:#1a7f37} h1 .FAIL{color:#cf222e} h1 .DRIFT{color:#9a6700}
-table{border-collapse:collapse;margin:1em 0;font-size:0.92em}
-th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa} tr.fail td{background:#ffebe9} tr.pass td:first-child{color:#1a7f37}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-figure{display:inline-block;margin:0.5em 1em 1em 0} figcaption{font-size:0.85em;color:#57606a}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em 2em;
+color:#1b1f24;max-width:100%;overflow-wrap:break-word}
+h1{margin:0.2em 0} h2{margin:1.2em 0 0.4em} h1 .PASS{color:#1a7f37} h1 .FAIL{color:#cf222e}
+h1 .DRIFT{color:#9a6700}
+table{border-collapse:collapse;margin:0.5em 0;font-size:0.92em;max-width:100%}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa} tr.fail td{background:#ffebe9} td.pass{color:#1a7f37}
+td.FAIL{color:#cf222e;font-weight:bold}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+figure{display:inline-block;margin:0.3em 1em 0.5em 0;vertical-align:top}
+figure img{max-width:100%} figcaption{font-size:0.85em;color:#57606a}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:0.6em 1em}
-pre{background:#f6f8fa;padding:0.6em;overflow-x:auto;white-space:pre-wrap}
+.failure{margin:0.3em 0 0.3em 1.5em} details{margin:0.3em 0} summary{cursor:pointer}
+pre{background:#f6f8fa;padding:0.6em;overflow-x:auto;white-space:pre-wrap;max-width:100%}
+pre code,td code{overflow-wrap:anywhere} table.claims td:nth-child(-n+8){white-space:nowrap} div.wide{overflow-x:auto;max-width:100%}
+table.claims code{overflow-wrap:normal}
 """
 
 
@@ -68,26 +74,41 @@ def _bounds(bound: Any) -> list[float]:
 
 
 def _metric_plot(claim_id: str, candidate: str, items: list[dict[str, Any]]) -> str | None:
+    """Observed per case with the bound dashed; cosine-like metrics as 1 - x on a log scale.
+    None when there is nothing to see (every value zero, or none numeric)."""
     from matplotlib.figure import Figure
 
-    points = [(case_label(v), as_float(v.get("observed")), bool(v.get("passed"))) for v in items]
+    from .terminal import ONE_MINUS
+
+    metric = str(items[0].get("metric", ""))
+    points = [
+        (case_label(v), _display(metric, v.get("observed")), bool(v.get("passed"))) for v in items
+    ]
     points = [(c, o, p) for c, o, p in points if o is not None]
-    if not points:
+    if not points or all(o == 0 for _, o, _ in points):
         return None
-    figure = Figure(figsize=(max(4.0, 0.5 * len(points) + 2.5), 3.0))
+    figure = Figure(figsize=(4.2, 2.4))
     axes = figure.add_subplot()
     xs = list(range(len(points)))
-    for x, (_, observed, ok) in zip(xs, points):
-        axes.scatter([x], [observed], color="#1a7f37" if ok else "#cf222e", zorder=3)
+    for x, (_, observed, ok) in zip(xs, points, strict=True):
+        axes.scatter([x], [observed], s=14, color="#1a7f37" if ok else "#cf222e", zorder=3)
     for bound in _bounds(items[0].get("bound")):
-        axes.axhline(bound, color="#9a6700", linestyle="--", label=f"bound {fmt(bound)}")
-    axes.margins(x=0.1, y=0.15)  # points sitting on the bound stay visible
-    axes.set_xticks(xs, [c for c, _, _ in points], rotation=30, ha="right", fontsize=8)
+        shown = _display(metric, bound)
+        axes.axhline(shown, color="#9a6700", linestyle="--", label=f"bound {fmt(shown)}")
+    if metric in ONE_MINUS and all(o > 0 for _, o, _ in points):
+        axes.set_yscale("log")
+    else:
+        axes.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
+    axes.margins(x=0.05, y=0.15)  # points sitting on the bound stay visible
+    axes.set_xticks([])
+    axes.set_xlabel(f"{len(points)} cases", fontsize=8)
     unit = items[0].get("unit") or ""
-    axes.set_ylabel(f"{items[0].get('metric', '')} {f'({unit})' if unit else ''}".strip())
-    axes.set_title(f"{claim_id} — {candidate}", fontsize=10)
+    label = f"1 - {metric}" if metric in ONE_MINUS else metric
+    axes.set_ylabel(f"{label} {f'({unit})' if unit and unit != metric else ''}".strip(), fontsize=8)
+    axes.tick_params(labelsize=7)
+    axes.set_title(f"{claim_id} — {candidate}", fontsize=9)
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=8)
+        axes.legend(fontsize=7)
     return _png(figure)
 
 
@@ -156,11 +177,12 @@ def _plots_section(result: dict[str, Any]) -> list[str]:
     for (claim_id, candidate), items in claim_groups(result).items():
         img = _metric_plot(claim_id, candidate, items)
         if img:
-            parts.append(_figure(img, f"{claim_id}: observed per case, bound dashed"))
+            parts.append(_figure(img, "observed per case, bound dashed"))
             shown += 1
     edge_plots = 0
-    # Failing verdicts first, so the cap on per-edge plots never hides a violation's plot.
-    ordered = sorted(verdicts(result), key=lambda v: bool(v.get("passed")))
+    # Per-edge plots for failing verdicts only: a passing case's deltas are all within the bound
+    # (mostly zero), and forty such plots say nothing.
+    ordered = [v for v in verdicts(result) if not v.get("passed")]
     for verdict in ordered:
         deltas = edge_deltas(verdict.get("evidence"))
         if deltas and edge_plots < MAX_EDGE_PLOTS:
@@ -187,79 +209,240 @@ def _plots_section(result: dict[str, Any]) -> list[str]:
         parts.append(_figure(img, f"calibration distribution: {title}"))
         shown += 1
     if not shown and not edge_plots:
-        parts.append("<p>No numeric observations to plot.</p>")
+        parts.append("<p>Nothing to plot: every observed value is zero or not numeric.</p>")
     return parts
 
 
-def _table(headers: list[str], rows: list[list[str]], row_classes: list[str] | None = None) -> str:
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    row_classes: list[str] | None = None,
+    *,
+    first_cell_class: bool = False,
+    css_class: str = "",
+) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{row_classes[i]}"' if row_classes else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        cells = [
+            f'<td class="{c}">{c}</td>' if first_cell_class and j == 0 else f"<td>{c}</td>"
+            for j, c in enumerate(row)
+        ]
+        body.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    cls = f' class="{css_class}"' if css_class else ""
+    # A wide table scrolls inside its own box: the page never overflows sideways.
+    return (
+        f'<div class="wide"><table{cls}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _num(value: Any) -> str:
+    from .terminal import short
+
+    return escape(short(value))
+
+
+def _display(metric: str, value: Any) -> float | None:
+    from .terminal import ONE_MINUS
+
+    number = as_float(value)
+    if number is None:
+        return None
+    return 1.0 - number if metric in ONE_MINUS else number
+
+
+def _claims_section(result: dict[str, Any]) -> list[str]:
+    """Per claim and candidate: verdict, cases, worst case, bound, margin and the distribution
+    across cases; failures expanded under the table, every case collapsed in <details>."""
+    import statistics
+
+    from .terminal import ONE_MINUS, claim_summaries
+
+    claims = claim_summaries(result)
+    if not claims:
+        return []
+    rows, classes = [], []
+    for c in claims:
+        values = [
+            x for x in (_display(c.metric, v.get("observed")) for v in c.verdicts) if x is not None
+        ]
+        spread = ""
+        if len(values) > 1:
+            spread = (
+                f"{_num(min(values))} · {_num(statistics.median(values))} · {_num(max(values))}"
+            )
+        metric = f"1 − {c.metric}" if c.metric in ONE_MINUS else c.metric
+        rows.append(
+            [
+                "pass" if c.passed else "FAIL",
+                f"<code>{escape(c.claim_id)}</code>",
+                escape(c.candidate),
+                escape(metric),
+                escape(c.cases_cell()),
+                escape(c.worst_cell()),
+                escape(c.bound_cell()),
+                escape(c.margin_cell()),
+                spread,
+            ]
+        )
+        classes.append("pass" if c.passed else "fail")
+    parts = [
+        "<h2>Claims</h2>",
+        _table(
+            [
+                "",
+                "claim",
+                "candidate",
+                "metric",
+                "cases",
+                "worst",
+                "bound",
+                "margin",
+                "across cases (min · median · max)",
+            ],
+            rows,
+            classes,
+            first_cell_class=True,
+            css_class="claims",
+        ),
+    ]
+    failing = [c for c in claims if not c.passed]
+    if failing:
+        parts.append("<h2>Failures</h2>")
+    for c in failing:
+        parts.append(f"<h3><code>{escape(c.claim_id)}</code> · {escape(c.candidate)}</h3>")
+        for v in c.failing + c.no_outputs:
+            text = escape(verdict_message(v))
+            passes = (v.get("evidence") or {}).get("bound_that_passes")
+            if passes is not None:
+                text += f" — a bound of {_num(passes)} would have held"
+            parts.append(f'<p class="failure"><b>{escape(case_label(v))}</b>: {text}</p>')
+    parts.append("<h2>Every case</h2>")
+    for c in claims:
+        case_rows, case_classes = [], []
+        for v in c.verdicts:
+            ok = bool(v.get("passed"))
+            case_rows.append(
+                [
+                    "pass" if ok else "FAIL",
+                    escape(case_label(v)),
+                    _num(
+                        _display(c.metric, v.get("observed"))
+                        if as_float(v.get("observed")) is not None
+                        else v.get("observed")
+                    ),
+                    "" if ok else escape(verdict_message(v)),
+                ]
+            )
+            case_classes.append("pass" if ok else "fail")
+        label = f"1 − {c.metric}" if c.metric in ONE_MINUS else c.metric
+        parts.append(
+            f"<details><summary><code>{escape(c.claim_id)}</code> · {escape(c.candidate)}: "
+            f"{escape(c.cases_cell())}</summary>"
+            + _table(["", "case", label, "failure"], case_rows, case_classes, first_cell_class=True)
+            + "</details>"
+        )
+    return parts
+
+
+def _provenance_section(provenance: dict[str, Any]) -> list[str]:
+    """Provenance as tables: the facts that move numbers shown; bulky entries collapsed."""
+    if not provenance:
+        return []
+    facts, bulky = [], []
+    for key, value in provenance.items():
+        if key == "packages" and isinstance(value, dict):
+            text = ", ".join(f"{k} {v}" for k, v in sorted(value.items()))
+            facts.append([escape(key), escape(text)])
+        elif isinstance(value, dict) and all(
+            not isinstance(v, (dict, list)) for v in value.values()
+        ):
+            text = ", ".join(f"{k}: {v}" for k, v in value.items())
+            facts.append([escape(key), escape(text)])
+        elif isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+            if value:
+                facts.append([escape(key), "<br>".join(escape(str(v)) for v in value)])
+        elif isinstance(value, (dict, list)):
+            bulky.append((key, value))
+        else:
+            facts.append([escape(key), escape(str(value))])
+    parts = ["<h2>Provenance</h2>", _table(["", "value"], facts)]
+    for key, value in bulky:
+        rows = _flatten_rows(value)
+        parts.append(
+            f"<details><summary>{escape(key)} ({len(rows)} entries)</summary>"
+            + _table(["key", "value"], [[escape(k), escape(v)] for k, v in rows])
+            + "</details>"
+        )
+    return parts
+
+
+def _flatten_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    from .terminal import short
+
+    if isinstance(value, dict):
+        rows: list[tuple[str, str]] = []
+        for k, v in value.items():
+            rows += _flatten_rows(v, f"{prefix}.{k}" if prefix else str(k))
+        return rows
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        rows = []
+        for i, v in enumerate(value):
+            rows += _flatten_rows(v, f"{prefix}[{i}]")
+        return rows
+    if isinstance(value, float):
+        return [(prefix, short(value))]
+    return [(prefix, json.dumps(value) if isinstance(value, list) else str(value))]
 
 
 def render_html(result: dict[str, Any]) -> str:
+    from .terminal import run_error_groups, verdict_line
+
     word = verdict_word(result)
-    counts = summary_counts(result)
     spec = escape(str(result.get("spec", "")))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>paritygate {word}: {spec}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f'<h1>paritygate: <span class="{word}">{word}</span></h1>',
-        f"<p>Spec <code>{spec}</code> · exit code {escape(str(result.get('exit_code', '')))} · "
-        f"started {escape(str(result.get('started', '')))} · "
+        f"<p>{escape(verdict_line(result).split(' — ', 1)[-1])} · spec <code>{spec}</code> · "
+        f"exit code {escape(str(result.get('exit_code', '')))} · "
         f"finished {escape(str(result.get('finished', '')))}</p>",
-        f"<p>{counts['passed']} of {counts['verdicts']} claim verdicts hold · "
-        f"{counts['failed']} violated · {counts['not_evaluated']} not evaluated · "
-        f"{counts['drift']} drift · {counts['errors']} errors</p>",
     ]
     if not verdicts(result) and not result.get("errors") and not result.get("drift"):
         # (a gate's own "no claim was evaluated" error, or drift, already says why)
         parts.append('<p class="note">No claim was evaluated: a gate that ran nothing fails.</p>')
-
-    items = verdicts(result)
-    if items:
-        rows, classes = [], []
-        for v in items:
-            unit = f" {v['unit']}" if v.get("unit") else ""
-            rows.append(
-                [
-                    "pass" if v.get("passed") else "FAIL",
-                    f"<code>{escape(str(v.get('claim_id')))}</code>",
-                    escape(case_label(v)),
-                    escape(str(v.get("candidate", ""))),
-                    escape(str(v.get("oracle", ""))),
-                    escape(str(v.get("metric", ""))),
-                    escape(fmt(v.get("observed")) + unit),
-                    escape(fmt(v.get("bound")) + unit),
-                    escape(fmt(v.get("excess"))),
-                    "" if v.get("passed") else escape(verdict_message(v)),
-                ]
-            )
-            classes.append("pass" if v.get("passed") else "fail")
-        parts.append("<h2>Claims</h2>")
+    errors = result.get("errors") or []
+    if errors:
+        groups = run_error_groups(errors)
+        total = len({v.get("case") for v in verdicts(result) if v.get("case") is not None})
+        parts.append("<h2>Errors</h2>")
+        for group in groups:
+            parts.append(f"<p><b>{escape(group.headline(total))}</b></p>")
+            if group.detail:
+                parts.append(f"<pre>{escape(group.detail)}</pre>")
+    drift = result.get("drift") or []
+    if drift:
+        parts.append("<h2>Drift</h2>")
+        parts.append("<p>Something pinned shifted; this does not say the candidate is wrong.</p>")
         parts.append(
             _table(
+                ["kind", "subject", "expected", "observed", "detail"],
                 [
-                    "",
-                    "claim",
-                    "case",
-                    "candidate",
-                    "oracle",
-                    "metric",
-                    "observed",
-                    "bound",
-                    "excess",
-                    "failures",
+                    [
+                        escape(str(i.get(k) or ""))
+                        for k in ("kind", "subject", "expected", "observed", "detail")
+                    ]
+                    for i in drift
                 ],
-                rows,
-                classes,
             )
         )
+    items = verdicts(result)
+    parts.extend(_claims_section(result))
 
     speed = [(v, line) for v in items if (line := speed_evidence(v))]
     if speed:
@@ -294,40 +477,7 @@ def render_html(result: dict[str, Any]) -> str:
                 ],
             )
         )
-    drift = result.get("drift") or []
-    if drift:
-        parts.append("<h2>Drift</h2>")
-        parts.append("<p>Something pinned shifted; this does not say the candidate is wrong.</p>")
-        parts.append(
-            _table(
-                ["kind", "subject", "expected", "observed", "detail"],
-                [
-                    [
-                        escape(str(i.get(k) or ""))
-                        for k in ("kind", "subject", "expected", "observed", "detail")
-                    ]
-                    for i in drift
-                ],
-            )
-        )
-    errors = result.get("errors") or []
-    if errors:
-        parts.append("<h2>Errors</h2>")
-        parts.extend(f"<pre>{escape(str(e))}</pre>" for e in errors)
-
     parts.extend(_plots_section(result))
-
-    provenance = result.get("provenance") or {}
-    if provenance:
-        parts.append("<h2>Provenance</h2>")
-        parts.append(
-            _table(
-                ["key", "value"],
-                [
-                    [escape(str(k)), f"<code>{escape(json.dumps(v, sort_keys=True))}</code>"]
-                    for k, v in provenance.items()
-                ],
-            )
-        )
+    parts.extend(_provenance_section(result.get("provenance") or {}))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
