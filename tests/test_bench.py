@@ -374,3 +374,65 @@ def test_cli_compares_saved_runs_statistically_and_refuses_mixed_provenance(tmp_
     garbage = tmp_path / "g.json"
     garbage.write_text("{nope")
     assert main(["bench", "show", str(garbage)]) == 2
+
+
+# ---------------------------------------------------------------- GPU timing (on a fake CUDA)
+
+
+class _FakeCuda:
+    """Enough of torch.cuda for the timing loop: a device clock that kernels advance."""
+
+    def __init__(self):
+        self.device_ms = 0.0
+        self.log = []
+
+    def synchronize(self, *_):
+        self.log.append("sync")
+
+    def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
+        cuda = self
+
+        class Event:
+            def record(self):
+                self.at = cuda.device_ms
+                cuda.log.append("record")
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+
+        return Event()
+
+
+def test_cuda_samples_carry_event_and_wall_times_and_flush_outside_them(monkeypatch):
+    import sys
+    import types
+
+    cuda = _FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    def kernel():
+        cuda.device_ms += 2.0
+        cuda.log.append("kernel")
+
+    flushes = []
+    wall, device = _timing.sample_cuda(kernel, 3, 2, flush=lambda: flushes.append(cuda.log[:]))
+    assert device == pytest.approx([2e-3, 2e-3])  # per call, from the events
+    assert len(wall) == 2 and all(w >= 0 for w in wall)
+    one_sample = ["sync", "record", "kernel", "kernel", "kernel", "record", "sync"]
+    assert cuda.log == one_sample * 2
+    assert len(flushes) == 2 and flushes[1] == one_sample  # flushed before the 2nd sample
+
+
+def test_an_l2_flush_needs_cuda_outputs():
+    with pytest.raises(InputError, match="flush=True evicts the GPU's L2 cache"):
+        run_bench(_sleeper(0.0), _sleeper(0.0), workload="f", blocks=6, threshold=0.5, flush=True)
+    flushed = []
+    run_bench(
+        _sleeper(0.0),
+        _sleeper(0.0),
+        workload="f",
+        blocks=6,
+        threshold=0.5,
+        flush=lambda: flushed.append(1),
+    )
+    assert flushed  # a callable flush runs between samples

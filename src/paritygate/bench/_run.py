@@ -36,6 +36,7 @@ class SideSamples:
     memory_after_warmup: dict[str, float] = field(default_factory=dict)
     loops: int = 1  # calls per sample
     warmup_samples: int = 0
+    device_s: list[float] = field(default_factory=list)  # CUDA event time per call, per sample
 
     def summary(self) -> dict[str, Any]:
         from . import min_samples_for, percentile
@@ -203,6 +204,9 @@ class _Side:
         self.staged = _timing.takes_iteration(fn)
         self.sync: Callable[[Any], None] | None = None
         self.loops = 1
+        self.cuda = False  # torch CUDA outputs: CUDA events next to the wall clock
+        self.flush: Callable[[], None] | None = None
+        self.device_times: list[float] = []
 
     def call(self) -> Any:
         return self.fn(_timing.Iteration(self.sync)) if self.staged else self.fn()
@@ -213,7 +217,11 @@ class _Side:
         self.sync, how = _timing.plan_sync(out, sync)
         if self.sync is not None:
             self.sync(out)
-        return time.perf_counter() - start, out, how
+        elapsed = time.perf_counter() - start
+        self.cuda = "torch.cuda.synchronize" in how and not self.staged
+        if self.cuda:
+            how += " (CUDA events and wall clock)"
+        return elapsed, out, how
 
     def checked_output(self) -> Any:
         out = self.call()
@@ -224,6 +232,16 @@ class _Side:
     def take(self, count: int) -> tuple[list[float], list[dict[str, float]] | None]:
         if self.staged:
             return _timing.sample_stages(self.fn, self.sync, count)
+        if self.cuda:
+            wall, device = _timing.sample_cuda(self.fn, self.loops, count, self.flush)
+            self.device_times.extend(device)
+            return wall, None
+        if self.flush is not None:
+            out: list[float] = []
+            for _ in range(count):
+                self.flush()
+                out.extend(_timing.sample(self.fn, self.sync, self.loops, 1))
+            return out, None
         return _timing.sample(self.fn, self.sync, self.loops, count), None
 
     def per_call(self) -> float:
@@ -415,6 +433,7 @@ def _measure(
     sync: Any,
     check_outputs: Callable[[Any, Any], Any] | None,
     memory_probe: Callable[[], dict[str, float]] | None,
+    flush: Callable[[], None] | bool | None = None,
 ) -> dict[str, Any]:
     """Time both sides in interleaved blocks; stop on a decisive look, the budget or the blocks.
 
@@ -423,6 +442,19 @@ def _measure(
     cold_b, out_b, how_b = base.cold(sync)
     cold_c, out_c, how_c = cand.cold(sync)
     _check(check_outputs, out_b, out_c, workload, "on the first call")
+    if flush is not None:
+        for side in (base, cand):
+            if not isinstance(side, _Side):
+                raise InputError("flushing caches between samples needs processes=0")
+            if callable(flush):
+                side.flush = flush
+            elif side.cuda:
+                side.flush = _timing.l2_flusher()
+            else:
+                raise InputError(
+                    "flush=True evicts the GPU's L2 cache and needs torch CUDA outputs",
+                    hint="pass a callable to flush something else between samples",
+                )
     sides = {
         "baseline": SideSamples(name=base.name, cold_s=cold_b),
         "candidate": SideSamples(name=cand.name, cold_s=cold_c),
@@ -447,6 +479,9 @@ def _measure(
         base.select(index)
         cand.select(index)
         warm += _warm_up([base, cand], cap / processes, design.min_warmup)
+    for side in (base, cand):
+        if isinstance(side, _Side):
+            side.device_times.clear()  # CUDA event times of the blocks only
     for key in ("baseline", "candidate"):
         sides[key].loops = loops
         sides[key].warmup_samples = warm
@@ -523,6 +558,9 @@ def _measure(
         if capped:
             stop = f"the cap of {design.blocks} block pairs reached"
             break
+    for key, side in (("baseline", base), ("candidate", cand)):
+        if isinstance(side, _Side) and side.device_times:
+            sides[key].device_s = list(side.device_times)
     return {
         "sides": sides,
         "ratios": ratios,
@@ -588,6 +626,7 @@ def run_bench(
     provenance: dict[str, Any] | None = None,
     names: tuple[str, str] = ("baseline", "candidate"),
     processes: int | None = None,
+    flush: Callable[[], None] | bool | None = None,
     noise: bool = True,
     recalibrate: bool = False,
     cache_dir: str | None = None,
@@ -608,6 +647,11 @@ def run_bench(
     ``processes``: worker processes per side (block pairs rotate over them, each fresh, as pyperf
     does, to average out memory layout and allocator state); ``0`` runs both sides in this
     process; unset, 4 when both sides can be imported by name, else in-process.
+
+    Torch CUDA outputs are timed with CUDA events next to the synchronized wall clock (the
+    decision uses the wall clock; event times per call are kept in ``SideSamples.device_s``).
+    ``flush=True`` evicts the GPU's L2 cache before every sample (outside the timings); a
+    callable flushes whatever it flushes.
     """
     if budget is None and blocks is None:
         budget = 10.0
@@ -649,6 +693,7 @@ def run_bench(
             sync=sync,
             check_outputs=check_outputs,
             memory_probe=memory_probe,
+            flush=flush,
         )
     finally:
         for side in (base, cand):

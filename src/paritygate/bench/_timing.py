@@ -189,6 +189,53 @@ def sample(
     return out
 
 
+def sample_cuda(
+    fn: Callable[[], Any],
+    loops: int,
+    count: int,
+    flush: Callable[[], None] | None = None,
+) -> tuple[list[float], list[float]]:
+    """CUDA timing: ``count`` samples of ``loops`` calls, each bracketed by CUDA events and by
+    the wall clock after a device synchronize. Returns (wall, device) seconds per call.
+
+    ``flush`` (for example :func:`l2_flusher`) runs before each sample, outside both timings."""
+    import torch
+
+    cuda = torch.cuda
+    starts = [cuda.Event(enable_timing=True) for _ in range(count)]
+    ends = [cuda.Event(enable_timing=True) for _ in range(count)]
+    wall = [0.0] * count
+    perf = _perf
+    calls = range(loops)
+    for i in range(count):
+        if flush is not None:
+            flush()
+        cuda.synchronize()
+        start = perf()
+        starts[i].record()
+        for _ in calls:
+            fn()
+        ends[i].record()
+        cuda.synchronize()
+        wall[i] = (perf() - start) / loops
+    device = [s.elapsed_time(e) / 1000.0 / loops for s, e in zip(starts, ends)]
+    return wall, device
+
+
+def l2_flusher(device: Any = None) -> Callable[[], None]:
+    """A function that evicts the GPU's L2 cache by writing a buffer twice its size."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device or 0)
+    size = max(int(getattr(props, "L2_cache_size", 0)) * 2, 64 << 20)
+    buffer = torch.empty(size, dtype=torch.uint8, device=device or "cuda")
+
+    def flush() -> None:
+        buffer.zero_()
+
+    return flush
+
+
 def sample_stages(
     fn: Callable[[Iteration], Any], sync: Callable[[Any], None] | None, count: int
 ) -> tuple[list[float], list[dict[str, float]]]:
