@@ -259,6 +259,50 @@ mlx_context_from_the_chunk_itself = mlx_runner(context_lag=0)
 mlx_state_in_float16 = mlx_runner(state_dtype="float16")
 
 
+def streaming_probabilities(samples: np.ndarray, rate: int, port=None) -> np.ndarray:
+    """The port's streaming entry point: ``vad(chunk, rate)`` called chunk by chunk (the last
+    chunk zero-padded), its state and context carried between calls, as an application feeds a
+    live stream."""
+    import vad_mlx
+
+    port = port or vad_mlx.load()
+    native, step = resolve_rate(rate)
+    size = (512 if native == 16000 else 256) * step
+    n_chunks = -(-samples.size // size)
+    padded = np.zeros(n_chunks * size, dtype=np.float32)
+    padded[: samples.size] = samples
+    port.reset_states()
+    return np.array(
+        [port(padded[i * size : (i + 1) * size], rate) for i in range(n_chunks)], dtype=np.float32
+    )
+
+
+def mlx_streaming_outputs(path: str) -> dict:
+    """The streaming entry point gated as an adapter of the whole-waveform one: same outputs,
+    zero tolerance."""
+    rate, samples = read_wav(path)
+    return gate_outputs(streaming_probabilities(samples, rate), rate, samples.size)
+
+
+def mlx_streaming_state_dropped(path: str) -> dict:
+    """A planted streaming bug: the LSTM state and context are reset before every chunk."""
+    import vad_mlx
+
+    rate, samples = read_wav(path)
+    port = vad_mlx.load()
+    original = port.__call__
+
+    class Forgetful:
+        def reset_states(self):
+            port.reset_states()
+
+        def __call__(self, chunk, sample_rate):
+            port.reset_states()
+            return original(chunk, sample_rate)
+
+    return gate_outputs(streaming_probabilities(samples, rate, Forgetful()), rate, samples.size)
+
+
 def onnx_outputs(path: str) -> dict:
     rate, samples = read_wav(path)
     return gate_outputs(onnx_probabilities(samples, rate), rate, samples.size)

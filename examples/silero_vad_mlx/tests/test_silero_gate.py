@@ -157,7 +157,7 @@ def test_stored_gate_runs_without_torch(example_on_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"passed": True, "errors": [], "verdicts": 10, "torch": False}
+    assert out == {"passed": True, "errors": [], "verdicts": 11, "torch": False}
 
 
 def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_path):
