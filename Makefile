@@ -33,6 +33,11 @@ demo: $(VENV)/.demo-vad-installed
 demo-compare: $(VENV)/.demo-installed
 	$(PY) -m paritygate.demo
 
+# The docs site (MkDocs, Material theme, API reference by mkdocstrings) at http://127.0.0.1:8000;
+# `mkdocs build --strict` runs in the test suite.
+docs: $(VENV)/.test-installed
+	$(VENV)/bin/mkdocs serve
+
 # The HTML report is checked in a real headless browser: Chromium from Debian's packages.
 chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
