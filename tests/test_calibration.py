@@ -64,7 +64,9 @@ def test_bound_is_proposed_past_the_noise_and_catches_a_model_level_mutation():
     ]
     assert dist.noise == pytest.approx(expected_noise)
     assert 0 < dist.largest_noise == max(expected_noise)
-    assert dist.largest_noise <= result.proposed_bound <= dist.largest_noise * 1.1
+    tail = sorted(expected_noise)[-1] - sorted(expected_noise)[-1 - 4]  # top k = sqrt(16)
+    assert result.tail_margin == pytest.approx(tail)
+    assert dist.largest_noise + tail <= result.proposed_bound <= (dist.largest_noise + tail) * 1.1
     assert result.proposed_bound < dist.smallest_bug
     block = next(m for m in result.mutations if m.name == "zeroed block")
     assert block.kind == "model" and block.description == "block 2 output zeroed"
@@ -72,7 +74,7 @@ def test_bound_is_proposed_past_the_noise_and_catches_a_model_level_mutation():
     assert block.smallest_signal > 100 * result.proposed_bound
     assert result.risk == pytest.approx(1 / 17)
     assert "proposal: max_abs <= " in result.summary()
-    assert "margin: none (no spread named)" in result.summary()
+    assert "margin: noise tail +" in result.summary() and "top 4 of 16" in result.summary()
 
 
 def test_every_metric_keeps_its_raw_distribution_in_json():

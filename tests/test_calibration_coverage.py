@@ -188,3 +188,43 @@ def test_a_per_edge_claim_is_calibrated_from_per_edge_deltas_and_keeps_its_metri
     )
     # The calibrated claim still gates: the port passes, a planted 9 px bug would fail it.
     assert main(["gate", str(spec)]) == 0
+
+
+def test_the_default_margin_comes_from_the_noise_tail_never_past_the_smallest_bug():
+    """Regression: a proposal landed exactly on the largest noise (7.2e-05 against 7.15e-05).
+    Without a named spread the bound now adds the spread of the noise's upper tail, shown in the
+    proposal, and stays at most halfway into the gap."""
+    noise = [1e-5 * (1 + i / 3) for i in range(15)] + [7.15e-5]
+    cases = list(range(16))
+
+    def run_pair(i):
+        return {"y": np.zeros(3)}, {"y": np.array([noise[i], 0.0, 0.0])}
+
+    def bug(i):
+        return {"y": np.array([1e-3, 0.0, 0.0])}
+
+    result = calibrate(run_pair, cases, metric="max_abs", mutations=[], model_mutations={"b": bug})
+    top = sorted(noise)
+    tail = top[-1] - top[-5]
+    assert result.tail_margin == pytest.approx(tail)
+    assert result.proposed_bound >= 7.15e-5 + tail > 7.2e-5
+    assert "margin: noise tail +" in result.summary()
+    # A bug close to the noise: the tail margin stops halfway into the gap.
+    near = calibrate(
+        run_pair,
+        cases,
+        metric="max_abs",
+        mutations=[],
+        model_mutations={"b": lambda i: {"y": np.array([7.3e-5, 0.0, 0.0])}},
+    )
+    assert 7.15e-5 < near.proposed_bound <= 7.15e-5 + (7.3e-5 - 7.15e-5) / 2 + 1e-12
+    # A named spread replaces the default.
+    named = calibrate(
+        run_pair,
+        cases,
+        metric="max_abs",
+        mutations=[],
+        model_mutations={"b": bug},
+        margin_for={"other CPU": 2.0},
+    )
+    assert named.tail_margin is None and named.proposed_bound == pytest.approx(1.5e-4, rel=0.05)

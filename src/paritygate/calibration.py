@@ -271,6 +271,9 @@ class CalibrationResult:
     # mutation -> metric -> signals, for mutations the activity band catches (kept out of the gap)
     band_caught_signals: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     label: str = ""
+    # The default margin (no named spread): the spread of the noise's upper tail, added to the
+    # largest noise (to its deficit 1 - x for cosine and SSIM); None when margins were named.
+    tail_margin: float | None = None
     # The claim's own metric when it is measured through another (max_edge_delta through the
     # per-coordinate |a - e| of labelled boxes): write_bound keeps it.
     claim_metric_name: str | None = None
@@ -311,6 +314,8 @@ class CalibrationResult:
             "date": self.environment.get("date", ""),
             "versions": dict(self.environment.get("versions", {})),
         }
+        if self.tail_margin is not None and self.proposal == "tolerance":
+            basis["tail_margin"] = self.tail_margin
         if self.proposal == "exact":
             basis["noise"] = "exactly zero"
         return {k: v for k, v in basis.items() if v is not None}
@@ -375,10 +380,14 @@ class CalibrationResult:
         elif self.proposal == "exact":
             lines.append(f"proposal: {self.reason}")
         else:
-            margin = (
-                ", ".join(f"{name} x{factor:g}" for name, factor in self.margins.items())
-                or "none (no spread named)"
-            )
+            margin = ", ".join(f"{name} x{factor:g}" for name, factor in self.margins.items())
+            if not margin:
+                k = math.ceil(math.sqrt(self.n)) if self.n > 1 else 0
+                margin = (
+                    f"noise tail +{_g(self.tail_margin or 0.0)} (default: the spread of the top "
+                    f"{k} of {self.n} noise values, at most halfway into the gap; --margin "
+                    "NAME=FACTOR names a spread instead)"
+                )
             lines.append(
                 f"proposal: {self.metric} {'<=' if self.direction == 'max' else '>='} "
                 f"{_g(self.proposed_bound)} (largest noise {_g(self.claim_metric.largest_noise)}, "
@@ -979,6 +988,17 @@ def _round_up(value: float, digits: int = 2) -> float:
     return rounded if rounded >= value else math.nextafter(rounded, math.inf)
 
 
+def _tail_spread(noise: list[float], direction: str) -> float:
+    """The spread of the noise's upper tail (for "min" metrics, of the deficits 1 - x): the
+    largest value less the k-th largest, k = ceil(sqrt(n))."""
+    values = sorted(v if direction == "max" else 1.0 - v for v in noise if math.isfinite(v))
+    n = len(values)
+    if n < 2:
+        return 0.0
+    k = min(n - 1, math.ceil(math.sqrt(n)))
+    return max(0.0, values[-1] - values[-1 - k])
+
+
 def _propose(result: CalibrationResult) -> None:
     dist = result.claim_metric
     metric, direction = result.metric, result.direction
@@ -1027,9 +1047,16 @@ def _propose(result: CalibrationResult) -> None:
             result.reason += f"; beyond it: {', '.join(beyond)}"
         return
     factor = math.prod(result.margins.values()) if result.margins else 1.0
+    # Without a named spread, the default margin comes from the noise distribution's own upper
+    # tail: the largest noise plus the spread of its top k = ceil(sqrt(n)) values, so that the
+    # bound does not sit exactly on the largest value seen; never past halfway into the gap.
+    tail = 0.0 if result.margins else _tail_spread(dist.noise, direction)
+    result.tail_margin = tail if not result.margins else None
     if direction == "max":
         before = dist.largest_noise
-        raw = before * factor
+        raw = before * factor + tail
+        if tail:
+            raw = min(raw, before + (dist.smallest_bug - before) / 2)
         bound = _round_up(raw)
         if bound >= dist.smallest_bug:
             bound = raw
@@ -1037,7 +1064,9 @@ def _propose(result: CalibrationResult) -> None:
             bound = float(math.ceil(raw))
     else:  # higher is better, at most 1: widen the deficit 1 - value
         before = dist.largest_noise
-        deficit = (1.0 - before) * factor
+        deficit = (1.0 - before) * factor + tail
+        if tail:
+            deficit = min(deficit, (1.0 - before) + (before - dist.smallest_bug) / 2)
         bound = 1.0 - _round_up(deficit)
         if bound <= dist.smallest_bug:
             bound = 1.0 - deficit
