@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import click
@@ -173,6 +174,11 @@ def calibrate_command(
     from ..runners import RunFailure
 
     chosen = _chosen_cases(spec, cases, case_names, skipped)
+    from ..spec import load_spec as _load
+
+    loaded_claim = _load(spec).claims.get(claim_id)
+    if loaded_claim is not None and loaded_claim.scope == "dataset":
+        return _dataset_claim(spec, claim_id, candidate, chosen, model_mutations, write)
     try:
         result = calibrate_claim(
             spec,
@@ -228,4 +234,53 @@ def calibrate_command(
             f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.12g}, "
             f"status = calibrated, with its basis, to {spec}"
         )
+    return 0
+
+
+def _dataset_claim(
+    spec: Path,
+    claim_id: str,
+    candidate: str | None,
+    chosen: Any,
+    model_mutations: tuple[str, ...],
+    write: bool,
+) -> int:
+    """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases."""
+    from ..calibration import _toml_basis, calibrate_dataset_claim
+    from ..errors import InputError
+    from ..runners import RunFailure
+    from ..spec import update_claim
+
+    if isinstance(chosen, int):
+        from ..spec import load_spec
+
+        names: list[str] | None = list(load_spec(spec).cases)[:chosen]
+    else:
+        names = chosen
+    try:
+        result = calibrate_dataset_claim(
+            spec,
+            claim_id,
+            candidate=candidate,
+            cases=names,
+            model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
+        )
+    except RunFailure as exc:
+        raise InputError(f"a run failed during calibration: {exc.describe()}") from None
+    click.echo(result.summary())
+    if result.refused:
+        if write:
+            click.echo("nothing written: the calibration refused")
+        return 1
+    if write:
+        update_claim(
+            spec,
+            claim_id,
+            bound=result.proposed_bound,
+            status="calibrated",
+            basis=_toml_basis(result.basis()),
+        )
+        click.echo(f"written: {result.metric} bound {result.proposed_bound:g}, status calibrated")
+    else:
+        click.echo("--write stores the proposal, status = calibrated and this basis in the spec")
     return 0
