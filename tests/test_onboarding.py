@@ -238,3 +238,11 @@ def test_quick_bad_input_is_one_line(folder, capsys, monkeypatch):
     args = ["quick", "--reference", "model:reference", "--candidate", "model:port"]
     assert main([*args, "--inputs", "none/*.npz"]) == 2
     assert capsys.readouterr().err.startswith("paritygate: error: no file matches 'none/*.npz'")
+
+
+def test_init_names_the_claim_it_wrote_in_its_hint(folder, capsys, monkeypatch):
+    monkeypatch.chdir(folder)
+    args = ["init", "--cases", "cases/*.npz", "--reference", "model:reference"]
+    assert main([*args, "--candidate", "model:port", "--atol", "1e-5"]) == 0
+    out = capsys.readouterr().out
+    assert "--claim outputs-max-abs --write" in out and "outputs-match" not in out

@@ -89,9 +89,10 @@ def init_command(
     count = text.split("\n[cases]\n", 1)[1].count("\n")
     click.echo(f"wrote {path} ({count} cases, one provisional claim)")
     click.echo(f"next: paritygate record {folder} && paritygate gate {folder}")
-    click.echo(
-        f"where exact is too strict: paritygate calibrate {path} --claim outputs-match --write"
-    )
+    from ..spec import load_spec
+
+    claim_id = next(iter(load_spec(path).claims))
+    click.echo(f"to measure a bound: paritygate calibrate {path} --claim {claim_id} --write")
     return 0
 
 
