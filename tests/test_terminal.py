@@ -291,3 +291,29 @@ def test_exitfirst_stops_at_the_first_violating_case(tmp_path, capsys):
     assert main(["gate", str(spec_path), "-x"]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "FAIL panel-edges port 1/2 cases" in out and "stopped at the first violation" in out
+
+
+def test_cosine_display_reads_the_backends_one_minus_cosine():
+    """Near 1 the cosine itself rounds: 1 - 0.9999999999999999 is 1.1e-16 whatever the data.
+    The evidence's one_minus_cosine is exact; the display reads it."""
+    verdict = ClaimVerdict(
+        "probs-cosine",
+        "onnx",
+        "a",
+        True,
+        "equivalence",
+        "cosine",
+        0.99999999932,
+        observed=1.0,
+        evidence={"probs": {"cosine": 1.0, "one_minus_cosine": 3e-17}},
+    )
+    (summary,) = claim_summaries(_result([verdict]))
+    assert summary.worst_cell() == "1-cosine 3e-17"
+    # without it, 1 - observed: here 0, shown as exact agreement rather than a made-up number
+    verdict.evidence = {}
+    (summary,) = claim_summaries(_result([verdict]))
+    assert summary.worst_cell() == "1-cosine 0"
+    # at the bound the margin keeps the digits that say how close
+    verdict.evidence = {"probs": {"one_minus_cosine": 6.797760124842649e-10}}
+    (summary,) = claim_summaries(_result([verdict]))
+    assert summary.margin_cell() == "1.0003x margin"

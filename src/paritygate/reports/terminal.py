@@ -81,6 +81,23 @@ def _one_minus(metric: str, value: Any) -> float | None:
     return None
 
 
+def distance_from_one(metric: str, verdict: dict[str, Any]) -> float | None:
+    """1 - x of a cosine-like verdict: the backends' ``one_minus_cosine`` (exact near 1, from the
+    elementwise difference) when the evidence holds it, else 1 - observed."""
+    if metric not in ONE_MINUS:
+        return None
+    evidence = verdict.get("evidence")
+    if metric == "cosine" and isinstance(evidence, dict):
+        found = [
+            as_float(item.get("one_minus_cosine"))
+            for item in evidence.values()
+            if isinstance(item, dict) and as_float(item.get("one_minus_cosine")) is not None
+        ]
+        if found:
+            return max(found)  # type: ignore[type-var]
+    return _one_minus(metric, verdict.get("observed"))
+
+
 @dataclass
 class ClaimSummary:
     """One claim for one candidate over the cases it ran on."""
@@ -125,7 +142,9 @@ class ClaimSummary:
             return "no outputs" if self.no_outputs else ""
         observed = self.worst.get("observed")
         label = f"1-{self.metric}" if self.metric in ONE_MINUS else "worst"
-        text = f"{label} {self._value(observed)}{self._unit()}"
+        shown = distance_from_one(self.metric, self.worst)
+        value = short(shown) if shown is not None else self._value(observed)
+        text = f"{label} {value}{self._unit()}"
         exact = as_float(observed) == 0 and self.metric not in ONE_MINUS
         if self.worst.get("case") is not None and len(self.verdicts) > 1 and not exact:
             text += f" @ {self.worst['case']}"
@@ -146,7 +165,9 @@ class ClaimSummary:
         if observed is None or bound is None:
             return "" if self.passed else "failed"
         if self.metric in ONE_MINUS:  # a floor near 1: compare the distances from 1
-            observed, bound = 1.0 - observed, 1.0 - bound
+            distance = distance_from_one(self.metric, self.worst)
+            observed = distance if distance is not None else 1.0 - observed
+            bound = 1.0 - bound
             direction = "max"
         else:
             direction = _direction(self.metric)
@@ -167,6 +188,8 @@ class ClaimSummary:
 def _ratio(value: float) -> str:
     if value >= 1e4:
         return f"{value:.0e}x".replace("e+0", "e").replace("e+", "e")
+    if value < 1.1:  # at the bound: the digits that tell how close
+        return f"{value:.4f}x"
     return f"{value:.1f}x" if value < 10 else f"{value:.0f}x"
 
 
@@ -176,7 +199,8 @@ def _closeness(metric: str, verdict: dict[str, Any]) -> float:
     if observed is None:
         return math.inf if not verdict.get("passed") else -math.inf
     if metric in ONE_MINUS:
-        return 1.0 - observed
+        distance = distance_from_one(metric, verdict)
+        return distance if distance is not None else 1.0 - observed
     return observed if _direction(metric) == "max" else -observed
 
 
