@@ -49,7 +49,10 @@ def _project(tmp_path):
         label = int(np.argmax(arrays["x"] @ W))
         if i % 5 == 4:
             label = (label + 1) % 4  # three cases the reference itself gets wrong
-        head += f'\n[cases.{name}]\npath = "cases/{name}.npz"\nsha256 = "{{sha:{name}}}"\nlabel = {label}\n'
+        head += (
+            f'\n[cases.{name}]\npath = "cases/{name}.npz"\n'
+            f'sha256 = "{{sha:{name}}}"\nlabel = {label}\n'
+        )
     spec = (
         head
         + """

@@ -93,7 +93,8 @@ class ActivityBand:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, where: str = "activity") -> ActivityBand:
-        """Parse the spec form ``{counter = "...", min = ..., max = ...}`` (SpecError on bad keys)."""
+        """Parse the spec form ``{calls = "module:attr", min = ..., max = ...}`` (SpecError on
+        bad keys; a self-reported ``counter`` is refused)."""
         if not isinstance(data, Mapping):
             raise SpecError(
                 f"expected a table {{counter = ..., min = ..., max = ...}}, got {data!r}",
