@@ -437,7 +437,12 @@ def verify() -> None:
 
 
 def overhead() -> None:
-    """Harness overhead per sample with numpy outputs: a sample of one call, minus the call."""
+    """Harness overhead per sample with numpy outputs, side by side with the v1 timed region.
+
+    A sample of one call to a function that returns a numpy array costs the call plus the
+    harness; the median over 1.4 M samples (interleaved with the anchors) bounds the harness's
+    share from above. Anchors: a no-op through the same loop, and the v1 default sync (imports
+    and flattening inside the timed region), emulated here."""
     import numpy as np
 
     from paritygate.bench import _timing
@@ -447,24 +452,32 @@ def overhead() -> None:
     def returns_numpy():
         return out
 
+    def noop():
+        return None
+
+    def v1_sync(value):
+        from paritygate.backends import synchronize
+        from paritygate.outputs import flatten_outputs
+
+        for leaf in flatten_outputs(value).values():
+            synchronize(leaf)
+
     sync, how = _timing.plan_sync(returns_numpy(), None)
-    n = 200_000
-    direct = []
+    rows = {
+        "no-op, v2 loop": [],
+        "numpy output, v2 loop (sync: " + how + ")": [],
+        "numpy output, v1 sync": [],
+    }
     for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(n):
-            returns_numpy()
-        direct.append((time.perf_counter() - start) / n)
-    per_call = min(direct)
-    samples = []
-    for _ in range(7):
-        samples.extend(_timing.sample(returns_numpy, sync, 1, n))
-    per_sample = statistics.median(samples)
-    print(
-        f"sync planned: {how}; per call {per_call * 1e9:.0f} ns; per sample (1 call) "
-        f"{per_sample * 1e9:.0f} ns; harness overhead per sample "
-        f"{max(per_sample - per_call, 0) * 1e9:.0f} ns"
-    )
+        rows["no-op, v2 loop"].extend(_timing.sample(noop, None, 1, 200_000))
+        rows["numpy output, v2 loop (sync: " + how + ")"].extend(
+            _timing.sample(returns_numpy, sync, 1, 200_000)
+        )
+        rows["numpy output, v1 sync"].extend(_timing.sample(returns_numpy, v1_sync, 1, 20_000))
+    base = statistics.median(rows["no-op, v2 loop"])
+    for name, values in rows.items():
+        med = statistics.median(values)
+        print(f"{name:<60} median per sample {med * 1e9:7.0f} ns  ({med / base:.2f}x the no-op)")
 
 
 def main(argv=None) -> int:
