@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -49,6 +51,13 @@ def _table(result, title: str) -> Table:
     return table
 
 
+def _console() -> Console:
+    """160 columns when piped (CI logs), like the rest of the CLI; COLUMNS when set."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return Console()
+    return Console(width=160)
+
+
 def _print_result(console: Console, result, title: str) -> None:
     console.print(_table(result, title))
     click.echo(result.describe())
@@ -70,7 +79,7 @@ def bench_command() -> None:
 def show(result: str) -> None:
     """Print a saved benchmark result: samples, percentiles, stage fractions, the verdict."""
     data = _load(result)
-    _print_result(Console(), data, f"{data.workload} ({result})")
+    _print_result(_console(), data, f"{data.workload} ({result})")
 
 
 @bench_command.command("compare")
@@ -161,7 +170,7 @@ def run(
             where=file,
         )
     seconds, fraction = _seconds(budget), _fraction(threshold)
-    console = Console()
+    console = _console()
     worst = 0
     for name in names or tuple(tables):
         table = tables[name]
@@ -228,7 +237,7 @@ def history(
                 f"{p.candidate_s * 1e3:.4g} ms",
                 "step change" if i in steps else "",
             )
-        Console(width=160).print(table)
+        _console().print(table)
         if steps:
             for i in steps:
                 before, after = points[i - 1].candidate_s, points[i].candidate_s
