@@ -106,7 +106,7 @@ def test_block_local_loses_nothing_past_two_windows(model_mod):
         ("stale-checkpoint", "len-64"),
         ("order-not-restored", "padding-mix"),
         ("pruned-without-key-mask", "padding-mix"),
-        ("cache-key-without-options", "options-1-to-5"),
+        ("cache-key-without-options", "batch-15"),
         ("window-off-by-one", "len-129"),
     ],
 )
