@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from . import claim_metrics
 from ._dtypes import is_float
 from ._format import format_number
 from ._host import flatten, synchronize_tree, to_numpy
@@ -61,16 +62,12 @@ __all__ = [
     "NO_GAP_REASON",
 ]
 
-# metric -> direction, in the spec's words: "max" means a claim holds when observed <= bound
-# (lower is better), "min" when observed >= bound (higher is better, at most 1).
-DIRECTIONS: dict[str, str] = {
-    "max_abs": "max",
-    "mean_abs": "max",
-    "max_rel": "max",
-    "ulp": "max",
-    "cosine": "min",
-    "ssim": "min",
-}
+# metric -> direction of every metric calibration measures, read live from the claim-metric
+# registry: "max" means a claim holds when observed <= bound (lower is better), "min" when
+# observed >= bound (higher is better, at most 1).
+DIRECTIONS: Mapping[str, str] = claim_metrics.MetricView(
+    lambda m: m.direction, lambda m: m.calibration == "measured"
+)
 DEFAULT_METRICS = ("max_abs", "mean_abs", "max_rel", "cosine")
 NO_GAP_REASON = "no gap between noise and the smallest bug: change the comparison, not the constant"
 
@@ -682,7 +679,7 @@ def calibrate(
                     f"case {case_names[index]}: structure changed: {'; '.join(changes)}"
                 )
                 for name in recorded:
-                    bugs[name].setdefault(name_m, []).append(_WORST_VALUE[DIRECTIONS[name]])
+                    bugs[name].setdefault(name_m, []).append(claim_metrics.get(name).worst)
                 continue
             if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
                 continue  # the same rule as output mutations: nothing injected in this case
@@ -846,10 +843,6 @@ def _same_outputs(
             )
 
 
-# The value a metric takes on an output whose structure changed: no bound can pass it.
-_WORST_VALUE = {"max": math.inf, "min": -math.inf}
-
-
 def _structure_changes(
     baseline: Mapping[str, Any],
     mutated: Mapping[str, Any],
@@ -890,10 +883,11 @@ class _Measure:
         ssim_data_range: float | None,
         ssim_channel_axis: int | None,
     ):
-        if "ssim" in metrics and ssim_data_range is None:
+        images = [m for m in metrics if claim_metrics.get(m).comparison == "images"]
+        if images and ssim_data_range is None:
             raise InputError(
-                "ssim needs the images' data range (ssim_data_range=): 255 for uint8 pixels, "
-                "1.0 for [0, 1], 2.0 for [-1, 1]; it is never guessed"
+                f"{images[0]} needs the images' data range (ssim_data_range=): 255 for uint8 "
+                "pixels, 1.0 for [0, 1], 2.0 for [-1, 1]; it is never guessed"
             )
         self.metrics = metrics
         self.tolerance = Tolerance(rel_eps=rel_eps, worst_k=0)
@@ -920,29 +914,32 @@ class _Measure:
             zero &= out.max_abs == 0 and not nonfinite and _bytes_equal(a, e)
             row: dict[str, float] = {}
             for name in self.metrics:
-                if name == "ssim":
-                    row[name] = _ssim(a, e, self.ssim_data_range, self.ssim_channel_axis, path)
-                elif name == "cosine":
-                    row[name] = -math.inf if (out.cosine is None or nonfinite) else out.cosine
-                elif nonfinite:
-                    row[name] = math.inf
-                elif name == "ulp":
-                    row[name] = float(out.ulp_max) if out.ulp_max is not None else math.nan
+                entry = claim_metrics.get(name)
+                if entry.comparison == "images":
+                    value = entry.read(
+                        _images(a, e, self.ssim_data_range, self.ssim_channel_axis, path)
+                    )
+                elif nonfinite:  # NaN or an infinity on one side: the metric's worst value
+                    value = entry.worst
                 else:
-                    row[name] = float(getattr(out, name))
+                    value = entry.read(out)
+                if value is None or math.isnan(value):
+                    # Undefined: the worst value where that is a failure (a zero-norm side's
+                    # cosine), else left out (the ULP distance of integer outputs).
+                    value = entry.worst if entry.undefined_is_worst else math.nan
+                row[name] = float(value)
             values[path] = row
         return values, zero
 
 
-def _ssim(
+def _images(
     actual: np.ndarray, expected: np.ndarray, data_range: float, channel_axis: int | None, path: str
-) -> float:
+) -> Any:
     from .structured import compare_images
 
-    score = compare_images(
+    return compare_images(
         actual, expected, data_range=data_range, channel_axis=channel_axis, path=path
-    ).ssim
-    return -math.inf if math.isnan(score) else score
+    )
 
 
 def _distribution(
@@ -1180,18 +1177,18 @@ def calibrate_claim(
     if claim is None:
         known = ", ".join(loaded.claims) or "none"
         raise InputError(f"no claim {claim_id!r} (claims: {known})", where=str(loaded.path))
-    metric = "max_abs" if claim.metric == "exact" else claim.metric
-    if claim.metric == "max_edge_delta":
-        if claim.params.get("match") == "iou":
-            raise InputError(
-                "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
-                "itself changes with the noise",
-                where=where,
-                hint="calibrate labelled boxes (one output per box) or segments",
-            )
-        # Labelled boxes and segments: every edge delta is |a - e| of one coordinate of one
-        # covered output, so the per-edge deltas' distribution is max_abs over the outputs.
-        metric = "max_abs"
+    # Some claims are calibrated through another metric's distribution (the registry's
+    # calibrated_through): an exact claim (byte equality) through max_abs, where zero noise
+    # proposes it; labelled boxes and segments too, every edge delta being |a - e| of one
+    # coordinate of one covered output.
+    metric = claim.metric_entry.calibrated_through or claim.metric
+    if claim.metric == "max_edge_delta" and claim.params.get("match") == "iou":
+        raise InputError(
+            "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
+            "itself changes with the noise",
+            where=where,
+            hint="calibrate labelled boxes (one output per box) or segments",
+        )
     if metric not in DIRECTIONS:
         raise InputError(
             f"metric {claim.metric!r} cannot be calibrated from output pairs",

@@ -28,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from . import claim_metrics
 from ._format import format_number
 from .errors import SpecError
 from .files import read_text
@@ -300,9 +301,7 @@ class SpecClaim:
 
 
 def _directions() -> dict[str, str]:
-    from .spec import METRICS
-
-    return {metric: direction for metric, (_, direction) in METRICS.items()}
+    return claim_metrics.directions()
 
 
 def _claim_lines(text: str, table: tuple[str, ...]) -> dict[str, int]:
@@ -442,8 +441,9 @@ def _canonical_unit(unit: str) -> str | None:
     return _UNIT_ALIASES.get(unit.strip().lower())
 
 
-# Metrics whose bounds sit just below 1, where the digits that matter are those of 1 − x.
-ONE_MINUS_METRICS = frozenset({"cosine", "ssim", "agreement", "accuracy"})
+# Metrics whose bounds sit just below 1, where the digits that matter are those of 1 − x (the
+# registry's display form).
+ONE_MINUS_METRICS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one)
 
 
 def _decimal_text(value: Decimal) -> str:

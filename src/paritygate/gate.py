@@ -27,13 +27,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .drift import runners_that_run, verify
+from .equivalence import evaluate_claim, structure_failures
 from .errors import InputError, SpecError, UserError
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
 from .runners import RunFailure, make_runner
 from .spec import Claim, Spec, did_you_mean
 
-__all__ = ["run_gate", "current_hardware", "evaluate_claim", "CROSS_ADAPTER_PREFIX", "Progress"]
+__all__ = ["run_gate", "current_hardware", "CROSS_ADAPTER_PREFIX", "Progress"]
 
 CROSS_ADAPTER_PREFIX = "cross-adapter:"
 HARDWARE_ENV = "PARITYGATE_HARDWARE"
@@ -89,422 +90,6 @@ class _Runs:
 # Claim evaluation
 
 
-def _covered(claim: Claim, tree: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in tree.items() if claim.covers(k)}
-
-
-def _excess(claim: Claim, observed: float) -> float:
-    return observed - claim.bound if claim.direction == "max" else claim.bound - observed
-
-
-def _structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list[Failure]:
-    failures = []
-    for name in sorted(set(expected) - set(actual)):
-        failures.append(
-            Failure(
-                "missing_output",
-                None,
-                None,
-                where=name,
-                detail="in the reference, not produced by the candidate",
-            )
-        )
-    for name in sorted(set(actual) - set(expected)):
-        failures.append(
-            Failure(
-                "extra_output",
-                None,
-                None,
-                where=name,
-                detail="produced by the candidate, not in the reference",
-            )
-        )
-    return failures
-
-
-def _element(
-    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
-) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .compare import compare_output
-
-    metric = claim.metric
-    if metric in ("exact", "max_abs"):
-        tol = Tolerance(atol=claim.bound)
-    elif metric == "max_rel":
-        tol = Tolerance(rtol=claim.bound, rel_eps=float(claim.params.get("rel_eps", 1e-12)))
-    else:  # ulp
-        tol = Tolerance(max_ulp=int(claim.bound))
-    failures: list[Failure] = []
-    evidence: dict[str, Any] = {}
-    worst: float | None = 0.0
-    for name in sorted(set(actual) & set(expected)):
-        a, e = actual[name], expected[name]
-        try:
-            oc = compare_output(a, e, tol, name)
-        except InputError as exc:
-            failures.append(
-                Failure(
-                    "shape" if "shape" in exc.message else "input",
-                    None,
-                    None,
-                    where=name,
-                    detail=exc.message,
-                )
-            )
-            worst = math.inf
-            continue
-        # An output with a different number of elements (an empty candidate against a non-empty
-        # reference: a port that found no segments) differs whatever the bound; its max-abs over
-        # no element reads 0 and must not pass.
-        sized = [f for f in oc.failures if f.metric == "size"]
-        if sized:
-            failures.extend(replace(f, where=name) for f in sized)
-            worst = math.inf
-            continue
-        if metric == "ulp":
-            observed = (
-                oc.ulp_max if oc.ulp_max is not None else (0 if oc.max_abs == 0 else math.inf)
-            )
-        elif metric == "max_rel":
-            observed = oc.max_rel
-        else:
-            observed = oc.max_abs
-        nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf")]
-        if nonfinite:
-            observed = math.inf
-        evidence[name] = {
-            "max_abs": oc.max_abs,
-            "mean_abs": oc.mean_abs,
-            "max_rel": oc.max_rel,
-            "cosine": oc.cosine,
-            "one_minus_cosine": oc.one_minus_cosine,
-            "ulp_max": oc.ulp_max,
-            "mismatches": oc.mismatches,
-            "size": oc.size,
-            "compared_as": oc.compared_as,
-            "promotion": oc.promotion,
-            "atol_needed": oc.atol_needed,
-            "worst": [
-                {
-                    "index": list(el.index),
-                    "actual": el.actual,
-                    "expected": el.expected,
-                    "abs_diff": el.abs_diff,
-                }
-                for el in oc.worst[:5]
-            ],
-        }
-        if metric == "exact" and (getattr(a, "dtype", None) != getattr(e, "dtype", None)):
-            failures.append(
-                Failure(
-                    "dtype",
-                    str(getattr(e, "dtype", "")),
-                    str(getattr(a, "dtype", "")),
-                    where=name,
-                    detail="byte equality needs the same dtype",
-                )
-            )
-        worst = observed if worst is None or observed > worst else worst
-        if not claim.holds(observed):
-            where = name
-            if oc.worst:
-                where += " at index " + ",".join(str(i) for i in oc.worst[0].index)
-            detail = "; ".join(f.describe() for f in nonfinite)
-            if oc.worst and not nonfinite:
-                el = oc.worst[0]
-                detail = f"actual {el.actual}, expected {el.expected}; {oc.mismatches} of {oc.size} elements beyond the bound"
-            failures.append(
-                Failure(
-                    metric,
-                    claim.bound,
-                    observed,
-                    _excess(claim, observed),
-                    where=where,
-                    detail=detail,
-                )
-            )
-    return worst, failures, evidence
-
-
-def _byte_equal(actual: dict[str, Any], expected: dict[str, Any]) -> bool:
-    import numpy as np
-
-    if set(actual) != set(expected):
-        return False
-    for name, value in actual.items():
-        a, e = np.asarray(value), np.asarray(expected[name])
-        if a.dtype != e.dtype or a.shape != e.shape or a.tobytes() != e.tobytes():
-            return False
-    return True
-
-
-def _boxes(tree: dict[str, Any]) -> dict[str, Any]:
-    """Covered outputs as boxes keyed by label: the output names without their common folder
-    ('boxes/editor' -> 'editor'); an (N, 4) output contributes 'name/0' ... 'name/N-1'."""
-    import numpy as np
-
-    names = sorted(tree)
-    parts = [n.split("/") for n in names]
-    common = 0
-    while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
-        common += 1
-    labels: dict[str, Any] = {}
-    for name, split in zip(names, parts):
-        label = "/".join(split[common:])
-        array = np.asarray(tree[name])
-        if array.ndim == 2:
-            for i, row in enumerate(array):
-                labels[f"{label}/{i}"] = row
-        else:
-            labels[label] = array
-    return labels
-
-
-def _edge(
-    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
-) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .structured import BOX_EDGES, compare_keyed_boxes
-
-    common = sorted(set(actual) & set(expected))
-    if not common:
-        return None, [], {}
-    if claim.params.get("match") == "iou":
-        return _iou_edges(claim, actual, expected, common)
-    edge_names = tuple(claim.params.get("edges", BOX_EDGES))
-    kind = "box" if edge_names == BOX_EDGES else "element"
-    try:
-        result = compare_keyed_boxes(
-            _boxes({k: actual[k] for k in common}),
-            _boxes({k: expected[k] for k in common}),
-            max_edge_delta=claim.bound,
-            edge_names=edge_names,
-        )
-    except InputError as exc:
-        return math.inf, [Failure("input", None, None, detail=exc.message)], {}
-    unit = f" {claim.unit}" if claim.unit else ""
-    failures = []
-    for f in result.failures:
-        if f.metric == "edge_delta":
-            label, edge = f.where.rsplit(".", 1)
-            failures.append(
-                Failure(
-                    "edge_delta",
-                    f.bound,
-                    f.observed,
-                    f.excess,
-                    where=f"{kind} {label}, edge {edge}",
-                    detail=f"{f.detail}{unit}",
-                )
-            )
-        else:
-            failures.append(f)
-    evidence = {
-        "edge_deltas": result.edge_deltas,
-        "worst": result.worst,
-        "bound_that_passes": result.bound_that_passes,
-    }
-    return result.observed_max_delta, failures, evidence
-
-
-def _iou_edges(
-    claim: Claim, actual: dict[str, Any], expected: dict[str, Any], common: list[str]
-) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    """Unlabelled boxes (each covered output an (n, 4) array): paired by an optimal IoU
-    assignment, per-edge deltas of every matched pair against the bound; an unmatched box on
-    either side is a failure (its worst value is infinite)."""
-    from .structured import match_boxes
-
-    min_iou = float(claim.params.get("min_iou", 0.5))
-    unit = f" {claim.unit}" if claim.unit else ""
-    failures: list[Failure] = []
-    evidence: dict[str, Any] = {}
-    worst: float | None = None
-    for name in common:
-        try:
-            result = match_boxes(
-                actual[name], expected[name], min_iou=min_iou, max_edge_delta=claim.bound, path=name
-            )
-        except InputError as exc:
-            failures.append(Failure("input", None, None, where=name, detail=exc.message))
-            worst = math.inf
-            continue
-        observed = result.observed_max_delta
-        if result.unmatched_actual or result.unmatched_expected:
-            observed = math.inf
-        if observed is not None:
-            worst = observed if worst is None else max(worst, observed)
-        for f in result.failures:
-            detail = f"{f.detail}{unit}" if f.metric == "edge_delta" else f.detail
-            failures.append(replace(f, where=f"{name} {f.where}", detail=detail))
-        evidence[name] = {
-            "pairs": result.pairs,
-            "min_iou": min_iou,
-            "observed_min_iou": result.observed_min_iou,
-            "unmatched_actual": result.unmatched_actual,
-            "unmatched_expected": result.unmatched_expected,
-        }
-    return worst, failures, evidence
-
-
-def _output(
-    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
-) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .compare import compare_output
-
-    failures: list[Failure] = []
-    evidence: dict[str, Any] = {}
-    observed_all: list[float] = []
-    for name in sorted(set(actual) & set(expected)):
-        try:
-            if claim.metric in ("cosine", "mean_abs"):
-                oc = compare_output(actual[name], expected[name], Tolerance(), name)
-                value = oc.cosine if claim.metric == "cosine" else oc.mean_abs
-                evidence[name] = {
-                    "cosine": oc.cosine,
-                    "one_minus_cosine": oc.one_minus_cosine,
-                    "mean_abs": oc.mean_abs,
-                    "max_abs": oc.max_abs,
-                    "cosine_undefined": oc.cosine_undefined,
-                }
-                detail = f"undefined: {oc.cosine_undefined}" if value is None else ""
-                # A different element count, or NaN / an infinity on one side only: the sums run
-                # over positions both sides hold finite values, so the metric alone would read
-                # as if they matched.
-                broken = [f for f in oc.failures if f.metric in ("size", "nan", "inf")]
-                if broken and value is not None:
-                    value = math.inf if claim.direction == "max" else None
-                    detail = "; ".join(f.describe() for f in broken)
-                elif broken:
-                    detail = "; ".join(
-                        [detail] + [f.describe() for f in broken if f.metric == "size"]
-                    )
-            else:
-                from .structured import compare_images
-
-                res = compare_images(
-                    actual[name],
-                    expected[name],
-                    data_range=float(claim.params["data_range"]),
-                    path=name,
-                )
-                value = res.ssim if claim.metric == "ssim" else res.psnr
-                evidence[name] = {
-                    "ssim": res.ssim,
-                    "psnr": res.psnr,
-                    "mse": res.mse,
-                    "max_abs": res.max_abs,
-                }
-                detail = ""
-        except InputError as exc:
-            failures.append(Failure("input", None, None, where=name, detail=exc.message))
-            observed_all.append(math.inf if claim.direction == "max" else -math.inf)
-            continue
-        if value is not None and not (isinstance(value, float) and math.isnan(value)):
-            observed_all.append(value)
-        if not claim.holds(value):
-            failures.append(
-                Failure(
-                    claim.metric,
-                    claim.bound,
-                    value,
-                    None if value is None else _excess(claim, value),
-                    where=name,
-                    detail=detail,
-                )
-            )
-    if not observed_all:
-        return None, failures, evidence
-    worst = max(observed_all) if claim.direction == "max" else min(observed_all)
-    return worst, failures, evidence
-
-
-def evaluate_claim(
-    claim: Claim, candidate: str, case: str | None, actual: dict[str, Any], expected: dict[str, Any]
-) -> ClaimVerdict:
-    """One per-case verdict (element, edge or output scope) of ``claim`` on flattened outputs.
-
-    A claim with an activity band also requires the candidate's counter output (e.g. skipped
-    steps) to lie in the band, so that an optimization that does nothing cannot pass."""
-    from .approximation import CALLS_PREFIX
-
-    counters = {}
-    reference_counts = None
-    if claim.activity is not None and claim.activity.counter in actual:
-        counters[claim.activity.counter] = actual[claim.activity.counter]
-    if claim.activity is not None and claim.activity.counter in expected:
-        reference_counts = {claim.activity.counter: expected[claim.activity.counter]}
-    # Calls paritygate counted travel as outputs of their own; they are activity evidence only.
-    actual = {
-        k: v
-        for k, v in _covered(claim, actual).items()
-        if not k.startswith(CALLS_PREFIX) and (k not in counters or k in expected)
-    }
-    expected = {
-        k: v for k, v in _covered(claim, expected).items() if not k.startswith(CALLS_PREFIX)
-    }
-    failures = _structure_failures(actual, expected)
-    if claim.activity is not None:
-        from .approximation import check_activity
-
-        activity_failure = check_activity(counters, claim.activity, reference_counts)
-        if activity_failure is not None:
-            failures.append(activity_failure)
-        if claim.activity.differ and actual and _byte_equal(actual, expected):
-            failures.append(
-                Failure(
-                    "activity:differ",
-                    "differs from the reference",
-                    "byte-equal",
-                    detail="the candidate's outputs are byte-equal to the reference's: the "
-                    "approximation did not act (the claim requires a measurable difference)",
-                )
-            )
-    if claim.scope == "element":
-        observed, more, evidence = _element(claim, actual, expected)
-    elif claim.scope == "edge":
-        observed, more, evidence = _edge(claim, actual, expected)
-    elif claim.scope == "output":
-        observed, more, evidence = _output(claim, actual, expected)
-    else:
-        raise ValueError(f"claim scope {claim.scope} is not evaluated per case")
-    failures.extend(more)
-    if not expected:
-        failures.append(
-            Failure(
-                "no_output",
-                None,
-                None,
-                detail="the reference holds no output this claim covers "
-                f"({', '.join(claim.outputs)})",
-            )
-        )
-    excess = None
-    if observed is not None and not claim.holds(observed):
-        excess = _excess(claim, observed)
-    if (
-        observed is not None
-        and "bound_that_passes" not in evidence
-        and isinstance(observed, (int, float))
-        and math.isfinite(observed)
-    ):
-        # One documented key for every claim kind: the tightest bound this case would meet.
-        evidence["bound_that_passes"] = observed
-    return ClaimVerdict(
-        claim_id=claim.id,
-        candidate=candidate,
-        case=case,
-        passed=not failures,
-        oracle=claim.oracle,
-        metric=claim.metric,
-        bound=claim.bound,
-        unit=claim.unit,
-        observed=observed,
-        excess=excess,
-        failures=failures,
-        evidence=evidence,
-    )
-
-
 def _softmax(x: Any) -> Any:
     import numpy as np
 
@@ -542,11 +127,11 @@ def _dataset(
                 )
             )
             continue
-        covered = _covered(claim, out)
-        reference = _covered(claim, expected.get(case, {})) if expected is not None else {}
+        covered = claim.covered(out)
+        reference = claim.covered(expected.get(case, {})) if expected is not None else {}
         failures.extend(
             Failure(f.metric, None, None, where=f"case {case}: {f.where}", detail=f.detail)
-            for f in (_structure_failures(covered, reference) if expected is not None else [])
+            for f in (structure_failures(covered, reference) if expected is not None else [])
         )
         for name in sorted(covered):
             scores = np.asarray(covered[name], dtype=np.float64)
@@ -620,7 +205,7 @@ def _dataset(
                 claim.metric,
                 claim.bound,
                 observed,
-                _excess(claim, observed),
+                claim.excess(observed),
                 where=f"over {len(cases)} cases",
                 detail=_ids_detail(evidence),
             )
@@ -635,7 +220,7 @@ def _dataset(
         bound=claim.bound,
         unit=claim.unit,
         observed=observed,
-        excess=None if observed is None or claim.holds(observed) else _excess(claim, observed),
+        excess=None if observed is None or claim.holds(observed) else claim.excess(observed),
         failures=failures,
         evidence=evidence,
     )
@@ -691,7 +276,7 @@ def _speed(
                     claim.metric,
                     claim.bound,
                     observed,
-                    _excess(claim, observed),
+                    claim.excess(observed),
                     where=f"case {case_name}",
                 )
             ]
@@ -705,7 +290,7 @@ def _speed(
             bound=claim.bound,
             unit=claim.unit or ("x" if claim.metric == "speedup" else "ms"),
             observed=observed,
-            excess=None if passed or observed is None else _excess(claim, observed),
+            excess=None if passed or observed is None else claim.excess(observed),
             failures=failures,
             evidence=evidence,
         )
@@ -813,7 +398,7 @@ def _cross_adapter(
 ) -> ClaimVerdict:
     from .compare import compare_output
 
-    failures = _structure_failures(other, primary)
+    failures = structure_failures(other, primary)
     worst = 0.0
     evidence: dict[str, Any] = {}
     for name in sorted(set(primary) & set(other)):
@@ -1139,7 +724,7 @@ def run_gate(
                 for k, v in out.items()
                 if not k.startswith(CALLS_PREFIX) and (k not in counters or k in expected)
             }
-            for f in _structure_failures(out, expected):
+            for f in structure_failures(out, expected):
                 if _said_by_a_verdict(
                     spec,
                     stored,
@@ -1404,7 +989,7 @@ def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any)
             )
     excess = None
     if isinstance(observed, (int, float)) and not claim.holds(observed):
-        excess = _excess(claim, observed)
+        excess = claim.excess(observed)
     evidence = dict(verdict.evidence)
     evidence["reversed_order"] = {"observed": warm.observed, "passed": warm.passed}
     evidence["paired"] = outcome.to_dict()

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import InputError
 from .results import Element, Failure, NonFinite, OutputComparison, Tolerance
 
-__all__ = ["RawStats", "finish", "promote", "FLOAT_BITS", "dtype_kind", "one_minus_cosine"]
+__all__ = [
+    "RawStats",
+    "finish",
+    "finish_plan",
+    "promote",
+    "FLOAT_BITS",
+    "dtype_kind",
+    "one_minus_cosine",
+]
 
 # Floating dtypes by precision (mantissa bits), for promotion and ULP measurement.
 FLOAT_BITS = {
@@ -269,5 +278,25 @@ def finish(
         rtol_needed=stats.rtol_needed,
         nonfinite=nf,
         failures=failures,
+        backend=backend,
+    )
+
+
+def finish_plan(
+    stats: RawStats, p: Any, tolerance: Tolerance, path: str, backend: str
+) -> OutputComparison:
+    """The output's result from its statistics and the shape/dtype facts of its plan ``p`` (a
+    device backend's :class:`~paritygate.backends._device.Plan` or the host kernel's pair,
+    which carry the same facts)."""
+    return finish(
+        stats,
+        path=path,
+        tolerance=tolerance,
+        shape=p.shape,
+        dtype_actual=p.dtype_actual,
+        dtype_expected=p.dtype_expected,
+        compared_as=p.compared_as,
+        promotion=p.promotion,
+        ulp_dtype=p.ulp_dtype,
         backend=backend,
     )

@@ -18,11 +18,12 @@ import math
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import claim_metrics
 from ._dtypes import ML_DTYPES_NAMES
 from .approximation import ActivityBand
 from .errors import SpecError
@@ -70,28 +71,15 @@ __all__ = [
 SPEC_FORMAT_VERSION = 5
 READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5)
 
-# metric -> (scope, direction). "max": observed must be <= bound; "min": observed must be >= bound.
-METRICS: dict[str, tuple[str, str]] = {
-    "exact": ("element", "max"),  # byte equality; bound must be 0
-    "max_abs": ("element", "max"),
-    "max_rel": ("element", "max"),
-    "ulp": ("element", "max"),
-    "max_edge_delta": ("edge", "max"),
-    "cosine": ("output", "min"),
-    "mean_abs": ("output", "max"),
-    "ssim": ("output", "min"),
-    "psnr": ("output", "min"),
-    "accuracy": ("dataset", "min"),
-    "ece": ("dataset", "max"),
-    "agreement": ("dataset", "min"),
-    "p50_ms": ("speed", "max"),
-    "p90_ms": ("speed", "max"),
-    "p95_ms": ("speed", "max"),
-    "speedup": ("speed", "min"),  # reference time / candidate time, paired interleaved blocks
+# metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
+# be <= bound; "min": observed must be >= bound.
+METRICS: Mapping[str, tuple[str, str]] = claim_metrics.MetricView(lambda m: (m.scope, m.direction))
+SCOPES = claim_metrics.SCOPES
+# Why a metric's required parameter is never guessed (the message of a claim without it).
+_REQUIRED_PARAM_REASONS = {
+    "data_range": "{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); "
+    "it is never guessed",
 }
-# Speed claims: which case is timed, and the experiment's shape (see paritygate.bench).
-_SPEED_PARAMS = {"case", "blocks", "block_size", "warmup", "budget", "threshold"}
-SCOPES = ("element", "edge", "output", "dataset", "speed")
 ORACLES = ("drift", "no-op", "equivalence", "approximation")
 MODES = ("stored", "paired")
 STATUSES = ("calibrated", "provisional")
@@ -230,13 +218,26 @@ class Claim:
     # that an optimization that does nothing fails instead of matching the baseline perfectly.
     activity: ActivityBand | None = None
 
+    @property
+    def metric_entry(self) -> claim_metrics.ClaimMetric:
+        """The claim's metric in the registry (:mod:`paritygate.claim_metrics`)."""
+        return claim_metrics.get(self.metric)
+
     def covers(self, output: str) -> bool:
         return any(fnmatch.fnmatchcase(output, pattern) for pattern in self.outputs)
+
+    def covered(self, tree: dict[str, Any]) -> dict[str, Any]:
+        """The outputs of a flat tree this claim covers."""
+        return {k: v for k, v in tree.items() if self.covers(k)}
 
     def holds(self, observed: float | None) -> bool:
         if observed is None or (isinstance(observed, float) and math.isnan(observed)):
             return False
         return observed <= self.bound if self.direction == "max" else observed >= self.bound
+
+    def excess(self, observed: float) -> float:
+        """How far ``observed`` is past the bound (positive when the claim fails)."""
+        return observed - self.bound if self.direction == "max" else self.bound - observed
 
 
 @dataclass(frozen=True)
@@ -873,7 +874,8 @@ class _Validator:
             required=("outputs", "metric", "bound", "oracle", "status"),
         )
         metric = self.choice(data, key, "metric", METRICS)
-        scope, direction = METRICS[metric]
+        entry = claim_metrics.get(metric)
+        scope, direction = entry.scope, entry.direction
         if "scope" in data:
             declared_scope = self.choice(data, key, "scope", SCOPES)
             if declared_scope != scope:
@@ -882,7 +884,7 @@ class _Validator:
                     f"metric {metric!r} is measured per {scope}, not per {declared_scope}",
                 )
         bound = self.number(data["bound"], f"{key}.bound")
-        _, direction_of = METRICS[metric]
+        direction_of = entry.direction
         ranges = {"cosine": (-1.0, 1.0), "ssim": (-1.0, 1.0)}  # accuracy may be in percent
         if direction_of == "max" and bound < 0:
             raise self.error(
@@ -954,25 +956,18 @@ class _Validator:
                     f"{pattern!r} matches no output any runner produces (declared outputs: {', '.join(outputs)})",
                 )
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
-        allowed_params = {
-            "ece": {"bins", "label", "inputs"},
-            "accuracy": {"label"},
-            "ssim": {"data_range"},
-            "psnr": {"data_range"},
-            "max_rel": {"rel_eps"},
-            "max_edge_delta": {"edges", "match", "min_iou"},
-            **{m: _SPEED_PARAMS for m in ("p50_ms", "p90_ms", "p95_ms", "speedup")},
-        }.get(metric, set())
+        allowed_params = entry.params
         for p in params:
             if p not in allowed_params:
                 raise self.error(
                     f"{key}.params.{p}",
                     f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}",
                 )
-        if metric in ("ssim", "psnr") and "data_range" not in params:
+        for required in sorted(entry.required_params - set(params)):
             raise self.error(
-                f"{key}.params.data_range",
-                f"{metric} needs the images' data range (255 for uint8 pixels, 1.0 for [0, 1]); it is never guessed",
+                f"{key}.params.{required}",
+                _REQUIRED_PARAM_REASONS.get(required, "").format(metric=metric)
+                or f"metric {metric!r} needs params.{required}",
             )
         if "edges" in params:
             edges = params["edges"]

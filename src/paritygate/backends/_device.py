@@ -16,7 +16,7 @@ from typing import Any
 
 from .._dtypes import ML_DTYPES_NAMES
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, finish, promote
+from ..metrics import RawStats, dtype_kind, finish_plan, promote
 from ..results import Element, NonFinite, OutputComparison, Tolerance
 
 __all__ = [
@@ -175,25 +175,6 @@ def split_stats(host: Any, k: int) -> tuple[Any, Any, Any, Any]:
     n = len(STATS)
     rest = host[n:]
     return host[:n], rest[:k], rest[k : 2 * k], rest[2 * k : 3 * k]
-
-
-def finish_plan(
-    stats: RawStats, p: Any, tolerance: Tolerance, path: str, backend: str
-) -> OutputComparison:
-    """The output's result from its statistics and the shape/dtype facts of its plan ``p`` (a
-    :class:`Plan` or the host kernel's pair, which carries the same facts)."""
-    return finish(
-        stats,
-        path=path,
-        tolerance=tolerance,
-        shape=p.shape,
-        dtype_actual=p.dtype_actual,
-        dtype_expected=p.dtype_expected,
-        compared_as=p.compared_as,
-        promotion=p.promotion,
-        ulp_dtype=p.ulp_dtype,
-        backend=backend,
-    )
 
 
 def compare_on_host(

@@ -63,7 +63,7 @@ def _build() -> Any:
     import numba
     from numba import njit
 
-    from .numpy import _F, _I
+    from ._blocks import _F, _I
 
     F_MAX_ABS, F_SUM_ABS, F_MAX_REL, F_MAX_REL_SYM = (
         _F["max_abs"],
@@ -467,7 +467,7 @@ def partials(pair: Any, settings: Any, partials_type: Any) -> Any:
     global _kernel
     if _kernel is None:
         _kernel = _build()
-    from .numpy import BLOCK
+    from ._blocks import BLOCK
 
     a = pair.a.reshape(-1)
     e = pair.e.reshape(-1)

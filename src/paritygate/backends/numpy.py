@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, promote
+from ..metrics import RawStats, dtype_kind, finish_plan, promote
 from ..results import Element, NonFinite, OutputComparison, Tolerance
-from ._device import finish_plan
+from ._blocks import _F, _I, BLOCK, _Partials
 
 __all__ = [
     "name",
@@ -51,8 +51,6 @@ __all__ = [
 
 name = "numpy"
 
-#: Elements per block: 64 Ki elements keep each float64 temporary at 512 KiB (inside L2).
-BLOCK = 1 << 16
 
 #: Below this many elements the numpy path is used even when numba is installed: compiling the
 #: fused kernel costs more than it saves on small outputs.
@@ -334,53 +332,6 @@ class _Settings:
     max_ulp: int | None
     ulp_dtype: np.dtype | None
     mode: str
-
-
-class _Partials:
-    """Per-block partial results; every field is kept per block so that any kernel (numpy,
-    numba over threads) produces the same arrays and the final reduction is shared."""
-
-    FLOAT_FIELDS = (
-        "max_abs",
-        "sum_abs",
-        "max_rel",
-        "max_rel_symmetric",
-        "dot",
-        "norm_actual_sq",
-        "norm_expected_sq",
-        "diff_norm_sq",  # sum (a - e)^2 and sum (a - e)(a + e): 1 - cosine (metrics.py)
-        "norm_sq_gap",
-        "max_excess",
-        "atol_needed",
-        "rtol_needed",
-        "key",  # largest excess among elements that differ (inf for a non-finite mismatch)
-    )
-    # max_excess is also taken over the elements that differ: an equal element is never a
-    # mismatch, so the verdict and the reported excess of a failure do not depend on it.
-    INT_FIELDS = (
-        "n_finite",
-        "mismatches",
-        "ulp_max",
-        "ulp_nonzero",
-        "ulp_over",
-        "actual_nan",
-        "expected_nan",
-        "nan_both",
-        "nan_one_side",
-        "actual_inf",
-        "expected_inf",
-        "inf_mismatch",
-    )
-
-    def __init__(self, n_blocks: int):
-        self.f = np.zeros((n_blocks, len(self.FLOAT_FIELDS)), dtype=np.float64)
-        self.i = np.zeros((n_blocks, len(self.INT_FIELDS)), dtype=np.uint64)
-        self.f[:, self.FLOAT_FIELDS.index("max_excess")] = -np.inf
-        self.f[:, self.FLOAT_FIELDS.index("key")] = -np.inf
-
-
-_F = {name_: i for i, name_ in enumerate(_Partials.FLOAT_FIELDS)}
-_I = {name_: i for i, name_ in enumerate(_Partials.INT_FIELDS)}
 
 
 def _block_stats(

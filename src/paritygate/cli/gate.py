@@ -114,9 +114,8 @@ def verify_command(spec_path: Path) -> int:
     Exit 3 with the list of what shifted. Drift never says the candidate is wrong.
     """
     from ..drift import verify
-    from ..spec import load_spec
-
     from ..gate import raise_if_never_recorded
+    from ..spec import load_spec
 
     spec = load_spec(spec_path)
     result = verify(spec)

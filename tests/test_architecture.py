@@ -1,0 +1,115 @@
+"""The package's shape, checked: no import circle inside src/ (imports inside functions count),
+and docs/architecture.md lists every module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "paritygate"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines inside ``if TYPE_CHECKING:`` blocks (imports there never run)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = getattr(test, "id", None) or getattr(test, "attr", None)
+            if name == "TYPE_CHECKING":
+                for child in node.body:
+                    lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the paritygate modules it imports, at module level or inside functions."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_lines(tree)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                for alias in node.names:
+                    submodule = f"{stem}.{alias.name}"
+                    targets.append(submodule if submodule in modules else stem)
+            for target in targets:
+                while target and target not in modules:  # paritygate.x.y names x.y's module
+                    target = target.rpartition(".")[0]
+                if target and target != name and target.startswith("paritygate"):
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_checker_finds_a_circle_through_a_function_level_import():
+    graph = {"paritygate.a": {"paritygate.b"}, "paritygate.b": {"paritygate.a"}, "x": set()}
+    assert cycles(graph) == [["paritygate.a", "paritygate.b"]]
+    assert cycles({"paritygate.a": {"paritygate.b"}, "paritygate.b": set()}) == []
+
+
+def test_no_import_circle_inside_the_package():
+    # The package __init__ re-exports the public API, so it imports nearly everything; modules
+    # import their siblings directly, never the package root.
+    graph = import_graph()
+    importing_root = sorted(m for m, targets in graph.items() if "paritygate" in targets)
+    assert importing_root == [], f"modules importing the package root: {importing_root}"
+    assert cycles(graph) == []

@@ -1,0 +1,118 @@
+"""The claim-metric registry: one entry per metric, read by spec, oracles, calibration, the claims
+check and the docs. A metric over an existing statistic is one entry (plus its docs row)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from spec_helpers import TINY_SPEC, make_project
+
+from paritygate import claim_metrics
+from paritygate.calibration import DIRECTIONS, calibrate
+from paritygate.claim_metrics import ClaimMetric
+from paritygate.claims_check import ONE_MINUS_METRICS, _directions
+from paritygate.equivalence import check_equivalence
+from paritygate.errors import SpecError
+from paritygate.spec import METRICS, load_spec
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "spec.md"
+
+
+def _docs_rows() -> dict[str, tuple[str, str]]:
+    """metric -> (scope, bound column) of every row of the metric table in docs/spec.md."""
+    rows = {}
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or not cells[0].startswith("`"):
+            continue
+        if cells[1] not in claim_metrics.SCOPES:
+            continue
+        for name in re.findall(r"`([a-z0-9_]+)`", cells[0]):
+            rows[name] = (cells[1], cells[2])
+    return rows
+
+
+def test_every_registered_metric_has_its_docs_row_and_no_row_is_stale():
+    rows = _docs_rows()
+    assert sorted(rows) == sorted(claim_metrics.METRICS)
+    for name, metric in claim_metrics.METRICS.items():
+        scope, bound = rows[name]
+        assert scope == metric.scope, name
+        assert bound.startswith(metric.direction) or name == "exact", (name, bound)
+
+
+def test_spec_calibration_and_claims_check_read_the_registry():
+    assert dict(METRICS) == {n: (m.scope, m.direction) for n, m in claim_metrics.METRICS.items()}
+    assert set(DIRECTIONS) == {"max_abs", "mean_abs", "max_rel", "ulp", "cosine", "ssim"}
+    assert _directions() == claim_metrics.directions()
+    assert {"cosine", "ssim", "accuracy", "agreement"} <= set(ONE_MINUS_METRICS)
+    assert "max_abs" not in ONE_MINUS_METRICS
+
+
+def test_an_entry_is_checked_when_it_is_made():
+    with pytest.raises(ValueError, match="needs read"):
+        ClaimMetric("m", scope="output", direction="max", comparison="compare", summary="")
+    with pytest.raises(ValueError, match="needs tolerance"):
+        ClaimMetric(
+            "m", scope="element", direction="max", comparison="compare", summary="",
+            read=lambda oc: oc.max_abs,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="already registered"):
+        claim_metrics.register(claim_metrics.get("cosine"))
+
+
+@pytest.fixture
+def cosine_distance():
+    """A metric over an existing statistic, added by one registry entry (and removed after)."""
+    metric = claim_metrics.register(
+        ClaimMetric(
+            "cosine_distance_t",
+            scope="output",
+            direction="max",
+            comparison="compare",
+            read=lambda oc: None if oc.cosine is None else 1.0 - oc.cosine,
+            calibration="measured",
+            undefined_is_worst=True,
+            summary="1 - cosine similarity",
+        )
+    )
+    yield metric
+    del claim_metrics.METRICS[metric.name]
+
+
+def test_one_entry_adds_a_metric_to_spec_gate_and_calibration(tmp_path, cosine_distance):
+    spec_text = TINY_SPEC.replace(
+        'metric = "max_abs"\nbound = 1e-5', 'metric = "cosine_distance_t"\nbound = 1e-6'
+    )
+    path = make_project(tmp_path, spec_text)
+    claim = load_spec(path).claims["y-close"]
+    assert (claim.scope, claim.direction) == ("output", "max")
+    rng = np.random.default_rng(0)
+    reference = {"y": rng.standard_normal((4, 8))}
+    twin = {"y": reference["y"] * (1 + 1e-9)}  # same direction: distance ~0
+    verdict = check_equivalence("y-close", twin, reference, spec=path)
+    assert verdict and verdict.observed < 1e-6
+    bug = {"y": reference["y"].copy()}
+    bug["y"][0] = -bug["y"][0]
+    verdict = check_equivalence("y-close", bug, reference, spec=path, case="a")
+    assert not verdict and verdict.observed > 1e-6
+    assert verdict.failures[0].metric == "cosine_distance_t"
+    assert verdict.evidence["y"]["cosine_distance_t"] == verdict.observed
+    assert DIRECTIONS["cosine_distance_t"] == "max"
+
+    def pair(case):
+        x = np.random.default_rng(case).standard_normal(64)
+        return {"y": x}, {"y": x.astype(np.float32).astype(np.float64)}
+
+    result = calibrate(pair, 16, metric="cosine_distance_t", metrics=["cosine_distance_t"])
+    assert result and result.claim_metric.largest_noise < 1e-12
+    assert result.proposed_bound < result.claim_metric.smallest_bug
+
+
+def test_an_unknown_metric_is_refused_naming_the_choices(tmp_path):
+    path = make_project(tmp_path, TINY_SPEC.replace('"max_abs"', '"cosine_distance_t"'))
+    with pytest.raises(SpecError, match="expected one of exact, max_abs"):
+        load_spec(path)
