@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,46 +27,6 @@ def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
         else:
             parsed[name.strip()] = value.strip()
     return parsed
-
-
-def _builtins(text: str) -> tuple:
-    from ..calibration import BUILTIN_MUTATIONS
-    from ..errors import InputError
-
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
-        return tuple(BUILTIN_MUTATIONS.values())
-    if names == ["none"]:
-        return ()
-    unknown = [n for n in names if n not in BUILTIN_MUTATIONS]
-    if unknown or not names:
-        raise InputError(
-            f"--mutations: unknown {', '.join(unknown) or 'empty list'}; "
-            f"use {', '.join(BUILTIN_MUTATIONS)}, 'all' or 'none'"
-        )
-    return tuple(BUILTIN_MUTATIONS[n] for n in names)
-
-
-def _chosen_cases(
-    spec: Path, count: int | None, names: tuple[str, ...], skipped: tuple[str, ...]
-) -> int | list[str] | None:
-    """The ``cases`` argument of calibrate_claim: a count, case names, or None for all."""
-    from ..errors import InputError
-    from ..spec import load_spec
-
-    if sum(bool(x) for x in (count is not None, names, skipped)) > 1:
-        raise InputError("use one of --cases, --case and --skip-case")
-    if not (names or skipped):
-        return count
-    known = list(load_spec(spec).cases)
-    unknown = [n for n in (*names, *skipped) if n not in known]
-    if unknown:
-        raise InputError(
-            f"unknown case(s) {', '.join(unknown)} (cases: {', '.join(known)})", where=str(spec)
-        )
-    if names:
-        return list(dict.fromkeys(names))
-    return [n for n in known if n not in skipped]
 
 
 @click.command("calibrate")
@@ -168,12 +128,19 @@ def calibrate_command(
     the proposal. Exit codes: 0 a bound (or exact claim) is proposed, 1 refused (no gap: change
     the comparison, not the constant), 2 bad input.
     """
-    from ..calibration import calibrate_claim, calibration_plot, write_bound
+    from ..calibration import (
+        calibrate_claim,
+        calibration_plot,
+        choose_cases,
+        mutations_named,
+        write_bound,
+    )
     from ..errors import InputError
+    from ..files import atomic_write_text
     from ..results import to_jsonable
     from ..runners import RunFailure
 
-    chosen = _chosen_cases(spec, cases, case_names, skipped)
+    chosen = choose_cases(spec, cases, case_names, skipped)
     from ..spec import load_spec as _load
 
     loaded_claim = _load(spec).claims.get(claim_id)
@@ -189,7 +156,7 @@ def calibrate_command(
             reorder=reorder,
             margin_for=_pairs(margins, "--margin", number=True),
             model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
-            mutations=_builtins(mutation_names),
+            mutations=mutations_named(mutation_names),
             min_cases=min_cases,
         )
     except RunFailure as exc:
@@ -210,9 +177,7 @@ def calibrate_command(
             f"{result.judge_activity(band.counter, band.low, band.high)}"
         )
     if json_path is not None:
-        json_path.write_text(
-            json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n", encoding="utf-8"
-        )
+        atomic_write_text(json_path, json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n")
         click.echo(f"raw distributions: {json_path}")
     if plot_path is not None:
         click.echo(f"plot: {calibration_plot(result, plot_path)}")
@@ -224,12 +189,10 @@ def calibrate_command(
         click.echo("--write stores the proposal, status = calibrated and this basis in the spec")
         return 0
     if write:
-        fields = write_bound(spec, claim_id, result)
-        if isinstance(chosen, list):
-            # A chosen subset of the spec's cases is part of what the bound rests on.
-            from ..spec import update_claim
-
-            update_claim(spec, claim_id, basis={**fields["basis"], "cases": chosen})
+        # A chosen subset of the spec's cases is part of what the bound rests on.
+        fields = write_bound(
+            spec, claim_id, result, cases=chosen if isinstance(chosen, list) else None
+        )
         click.echo(
             f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.12g}, "
             f"status = calibrated, with its basis, to {spec}"
@@ -246,7 +209,8 @@ def _dataset_claim(
     write: bool,
 ) -> int:
     """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases."""
-    from ..calibration import _toml_basis, calibrate_dataset_claim
+    from ..calibration import calibrate_dataset_claim
+    from ..calibration.claims import _toml_basis
     from ..errors import InputError
     from ..runners import RunFailure
     from ..spec import update_claim

@@ -1,0 +1,310 @@
+"""A claim of a spec calibrated the way the gate measures it; the bound written back with its
+basis (and the cases it rests on) into the spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .measure import calibrate
+from .mutations import DEFAULT_MUTATIONS, Mutation
+from .proposal import _split_by_noise
+from .result import DIRECTIONS, CalibrationResult
+
+# --------------------------------------------------------------------------------------------
+# A claim of a spec, measured the way the gate measures it
+
+
+def calibrate_claim(
+    spec: Any,
+    claim_id: str,
+    *,
+    candidate: str | None = None,
+    cases: int | Sequence[str] | None = None,
+    repeats: int = 1,
+    reorder: bool = False,
+    margin_for: Mapping[str, float] | None = None,
+    mutations: Sequence[Mutation] = DEFAULT_MUTATIONS,
+    model_mutations: Mapping[str, str] | None = None,
+    min_cases: int = 16,
+    seed: int = 0,
+) -> CalibrationResult:
+    """Calibrate ``[claims.<claim_id>]`` of a spec (a path or a loaded Spec) in the claim's mode.
+
+    A paired claim runs the reference runner and the candidate back to back in this process for
+    every case; a stored claim compares the candidate against the recorded reference. ``cases``
+    is a count (the first n cases of the spec) or case names; all cases by default.
+    ``model_mutations`` maps a name to a ``module:function`` (resolved from the spec's folder, like
+    a runner's callable) that stands in for the candidate: a mutated model.
+    """
+    import dataclasses
+
+    from ..runners import make_runner
+    from ..spec import Spec, load_spec
+
+    loaded: Spec = spec if isinstance(spec, Spec) else load_spec(spec)
+    claim = loaded.claims.get(claim_id)
+    where = f"{loaded.path}: {loaded.key('claims', claim_id)}"
+    if claim is None:
+        known = ", ".join(loaded.claims) or "none"
+        raise InputError(f"no claim {claim_id!r} (claims: {known})", where=str(loaded.path))
+    # Some claims are calibrated through another metric's distribution (the registry's
+    # calibrated_through): an exact claim (byte equality) through max_abs, where zero noise
+    # proposes it; labelled boxes and segments too, every edge delta being |a - e| of one
+    # coordinate of one covered output.
+    metric = claim.metric_entry.calibrated_through or claim.metric
+    if claim.metric == "max_edge_delta" and claim.params.get("match") == "iou":
+        raise InputError(
+            "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
+            "itself changes with the noise",
+            where=where,
+            hint="calibrate labelled boxes (one output per box) or segments",
+        )
+    if metric not in DIRECTIONS:
+        raise InputError(
+            f"metric {claim.metric!r} cannot be calibrated from output pairs",
+            where=where,
+            hint=f"calibration measures {', '.join(DIRECTIONS)} (and exact claims through max_abs)",
+        )
+    if candidate is None:
+        if len(claim.candidates) != 1:
+            raise InputError(
+                f"the claim covers candidates {', '.join(claim.candidates)}: name one with --candidate",
+                where=where,
+            )
+        candidate = claim.candidates[0]
+    elif candidate not in claim.candidates:
+        raise InputError(
+            f"{candidate!r} is not a candidate of this claim ({', '.join(claim.candidates)})",
+            where=where,
+        )
+    chosen = _spec_cases(loaded, cases, where)
+    params = claim.params
+    if metric == "ssim" and "data_range" not in params:
+        raise InputError("an ssim claim needs params.data_range to be calibrated", where=where)
+
+    reference_runner = make_runner(loaded.reference, loaded) if claim.mode == "paired" else None
+    recorded = None
+    if claim.mode == "stored":
+        from ..references import load_reference
+
+        recorded = load_reference(loaded)
+    base = loaded.runners[candidate]
+    candidate_runner = make_runner(base, loaded)
+    mutants = {}
+    for name, target in (model_mutations or {}).items():
+        if ":" not in target:
+            raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
+        if base.factory:
+            # Called like the runner it replaces: a factory built with the candidate's options,
+            # whose callable then runs every case.
+            mutated = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
+        else:
+            mutated = dataclasses.replace(
+                base,
+                name=f"{candidate}[{name}]",
+                kind="python",
+                callable=target,
+                factory=None,
+                options={},
+                command=None,
+            )
+        mutants[name] = make_runner(mutated, loaded)
+        # A mutated model's activity is counted like the candidate's it stands in for.
+        mutants[name].count = getattr(candidate_runner, "count", ())
+    active = [r for r in (reference_runner, candidate_runner, *mutants.values()) if r is not None]
+    band = claim.activity
+    skipped = band is not None and band.calls is not None and band.measure == "skipped"
+    reference_calls: dict[str, Any] = {}
+
+    def as_skipped(case: Any, outputs: dict[str, Any]) -> dict[str, Any]:
+        # measure = "skipped": the reference's counted calls on this case less the run's own.
+        if skipped and band.counter in outputs and case.name in reference_calls:
+            outputs = dict(outputs)
+            outputs[band.counter] = reference_calls[case.name] - outputs[band.counter]
+        return outputs
+
+    try:
+        for runner in active:
+            runner.activate()
+
+        def run_pair(case: Any) -> tuple[Any, Any]:
+            if reference_runner is not None:
+                baseline = reference_runner.run(case).outputs
+                if skipped and band.counter in baseline:
+                    reference_calls[case.name] = baseline[band.counter]
+            else:
+                baseline = recorded.outputs(case.name)
+            return baseline, as_skipped(case, candidate_runner.run(case).outputs)
+
+        def mutant(runner: Any) -> Callable[[Any], Any]:
+            return lambda case: as_skipped(case, runner.run(case).outputs)
+
+        result = calibrate(
+            run_pair,
+            chosen,
+            metric=metric,
+            outputs=list(claim.outputs),
+            repeats=repeats,
+            reorder=reorder,
+            mutations=mutations,
+            model_mutations={name: mutant(runner) for name, runner in mutants.items()},
+            margin_for=margin_for,
+            mode=claim.mode,
+            min_cases=min_cases,
+            rel_eps=float(params.get("rel_eps", 1e-12)),
+            ssim_data_range=params.get("data_range"),
+            seed=seed,
+            claim_id=claim_id,
+            activity_band=(
+                (claim.activity.counter, claim.activity.low, claim.activity.high)
+                if claim.activity
+                else None
+            ),
+            label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
+        )
+        if claim.metric == "max_edge_delta":
+            result.claim_metric_name = "max_edge_delta"
+            result.label += " (max_edge_delta: the per-edge deltas, measured as max_abs)"
+            if result.proposal == "exact":
+                result.reason = (
+                    f"the measured noise is exactly zero over {result.n} cases: propose bound 0 "
+                    "on every edge (max_edge_delta = 0)"
+                )
+        hidden = (
+            _split_by_noise(result)[0]
+            if result.refused and result.claim_metric.gap is not None
+            else []
+        )
+        if claim.oracle == "approximation" and any(
+            m.kind == "output" and m.name in hidden for m in result.mutations
+        ):
+            # An approximation changes the output on purpose, by more than a float16 drop or 1 %
+            # noise may: those output-level mutations measure numerical noise, not its bugs.
+            result.reason += (
+                "; an approximation claim is calibrated against the bugs it must catch: model-level "
+                "mutations of the approximation (--model-mutation) with --mutations none, unless "
+                "the output-level ones inside the noise are bugs this claim must catch"
+            )
+        return result
+    finally:
+        for runner in reversed(active):
+            if runner.active:
+                runner.deactivate()
+
+
+def _spec_cases(spec: Any, cases: int | Sequence[str] | None, where: str) -> list[Any]:
+    every = list(spec.cases.values())
+    if cases is None:
+        return every
+    if isinstance(cases, int):
+        if cases < 1 or cases > len(every):
+            raise InputError(
+                f"asked for {cases} cases, the spec has {len(every)}", where=str(spec.path)
+            )
+        return every[:cases]
+    unknown = [c for c in cases if c not in spec.cases]
+    if unknown:
+        raise InputError(f"unknown case(s) {', '.join(unknown)}", where=str(spec.path))
+    return [spec.cases[c] for c in cases]
+
+
+# --------------------------------------------------------------------------------------------
+# Writing the bound, plotting
+
+
+def write_bound(
+    spec_path: str | Path,
+    claim_id: str,
+    result: CalibrationResult,
+    *,
+    cases: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Store the proposal in ``[claims.<claim_id>]``: bound, status = "calibrated" and the basis.
+
+    ``cases`` names the subset of the spec's cases the calibration ran on (see
+    :func:`choose_cases`): part of what the bound rests on, so the basis records it. Comments and
+    layout of the spec are kept. Refuses (InputError) when the calibration refused. Returns the
+    fields written.
+    """
+    if result.refused:
+        raise InputError(
+            f"calibration refused, nothing written: {result.reason}", where=str(spec_path)
+        )
+    if result.claim_id and result.claim_id != claim_id:
+        raise InputError(
+            f"this calibration measured claim {result.claim_id!r}, not {claim_id!r}",
+            where=str(spec_path),
+        )
+    basis = result.basis()
+    if cases is not None:
+        basis["cases"] = list(cases)
+    fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(basis)}
+    if result.claim_metric_name:
+        # max_edge_delta keeps its metric and scope; zero noise gives bound 0 on every edge.
+        bound = 0 if result.proposal == "exact" else result.proposed_bound
+        fields.update(metric=result.claim_metric_name, bound=bound, mode=result.mode)
+    elif result.proposal == "exact":
+        fields.update(metric="exact", bound=0, mode=result.mode)
+    else:
+        fields.update(metric=result.metric, bound=result.proposed_bound, mode=result.mode)
+    from ..spec import load_spec, update_claim
+
+    claim = load_spec(spec_path).claims.get(claim_id)
+    if claim is not None and claim.oracle == "no-op" and result.proposal == "tolerance":
+        # Measured noise is not zero: the candidate is not a no-op; its claim is a tolerance.
+        fields["oracle"] = "equivalence"
+    if (
+        claim is not None
+        and claim.oracle == "equivalence"
+        and result.proposal == "exact"
+        and result.mode == "paired"
+    ):
+        # Zero noise in paired mode: the strongest oracle the boundary allows is the no-op one
+        # (both orders, leaked state caught by check (b)), not a single byte comparison.
+        fields["oracle"] = "no-op"
+
+    update_claim(spec_path, claim_id, **fields)
+    return {**fields, "basis": basis}  # plain data for the caller
+
+
+def choose_cases(
+    spec: str | Path, count: int | None, names: Sequence[str], skipped: Sequence[str]
+) -> int | list[str] | None:
+    """The ``cases`` of :func:`calibrate_claim`: a count, the named cases, all but the skipped
+    ones, or None for all. At most one of the three may be given; unknown names are refused."""
+    from ..spec import load_spec
+
+    if sum(bool(x) for x in (count is not None, names, skipped)) > 1:
+        raise InputError("use one of --cases, --case and --skip-case")
+    if not (names or skipped):
+        return count
+    known = list(load_spec(spec).cases)
+    unknown = [n for n in (*names, *skipped) if n not in known]
+    if unknown:
+        raise InputError(
+            f"unknown case(s) {', '.join(unknown)} (cases: {', '.join(known)})", where=str(spec)
+        )
+    if names:
+        return list(dict.fromkeys(names))
+    return [n for n in known if n not in skipped]
+
+
+def _toml_basis(basis: dict[str, Any]) -> Any:
+    """The basis as a TOML table: nested maps inline, one blank line after it so the next table
+    keeps its spacing. TOML has no null, so absent values are left out."""
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, value in basis.items():
+        if value is None or (isinstance(value, dict) and not value):
+            continue
+        if isinstance(value, dict):
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            value = inline
+        table.add(key, value)
+    table.add(tomlkit.nl())
+    return table

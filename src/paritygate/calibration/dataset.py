@@ -1,0 +1,214 @@
+"""Dataset claims (agreement, accuracy, ECE) calibrated from the gate's own dataset metric over
+resampled cases."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import claim_metrics
+from ..errors import InputError
+
+# --------------------------------------------------------------------------------------------
+# Measurement
+from .result import (
+    NO_GAP_REASON,
+    _g,
+)
+
+# --------------------------------------------------------------------------------------------
+# Dataset claims: agreement, accuracy, ECE over the cases
+
+
+@dataclass
+class DatasetCalibration:
+    """A dataset claim calibrated from per-case contributions with a bootstrap over cases.
+
+    ``observed`` is the gate's own dataset metric over the cases; ``interval`` the one-sided
+    bootstrap confidence bound on it (resampling cases, scipy.stats.bootstrap, percentile
+    method): the value a fresh draw of cases stays on the right side of with probability
+    ``confidence``. Each model mutation's dataset metric must lie beyond the proposed bound."""
+
+    claim_id: str
+    metric: str
+    direction: str
+    cases: list[str]
+    observed: float
+    interval: float
+    confidence: float
+    resamples: int
+    mutations: dict[str, float]
+    proposed_bound: float | None
+    refused: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return not self.refused
+
+    def summary(self) -> str:
+        sign = "<=" if self.direction == "max" else ">="
+        lines = [
+            f"calibration of {self.claim_id} on {self.metric} (dataset claim), "
+            f"{len(self.cases)} cases",
+            f"observed {self.metric} over the cases: {_g(self.observed)}; one-sided "
+            f"{self.confidence:.0%} bootstrap bound over cases ({self.resamples} resamples): "
+            f"{_g(self.interval)}",
+        ]
+        for name, value in self.mutations.items():
+            beyond = value > self.interval if self.direction == "max" else value < self.interval
+            lines.append(
+                f"  mutation {name}: {self.metric} {_g(value)} "
+                f"({'caught' if beyond else 'NOT caught: inside the sampling noise'})"
+            )
+        if self.refused:
+            lines.append(f"REFUSED: {self.reason}")
+        else:
+            lines.append(
+                f"proposal: {self.metric} {sign} {_g(self.proposed_bound)} ({self.reason})"
+            )
+        return "\n".join(lines)
+
+    def basis(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "n": len(self.cases),
+            "observed": self.observed,
+            "bootstrap": f"one-sided {self.confidence:.0%} percentile bound over cases, "
+            f"{self.resamples} resamples (scipy.stats.bootstrap)",
+            "mutations": dict(self.mutations),
+            "cases": list(self.cases),
+        }
+
+
+def calibrate_dataset_claim(
+    spec: Any,
+    claim_id: str,
+    *,
+    candidate: str | None = None,
+    cases: Sequence[str] | None = None,
+    model_mutations: Mapping[str, str] | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> DatasetCalibration:
+    """Calibrate an agreement / accuracy / ECE claim: the gate's dataset metric on the
+    candidate's outputs, its sampling noise by a bootstrap over cases, and model mutations that
+    must fall beyond the proposed bound (the bootstrap bound, rounded outwards)."""
+    import dataclasses
+
+    from scipy.stats import bootstrap
+
+    from ..gate import _dataset
+    from ..runners import make_runner
+    from ..spec import Spec, load_spec
+
+    loaded: Spec = spec if isinstance(spec, Spec) else load_spec(spec)
+    claim = loaded.claims[claim_id]
+    where = f"{loaded.path}: {loaded.key('claims', claim_id)}"
+    if claim.scope != "dataset":
+        raise InputError(f"{claim_id} is not a dataset claim", where=where)
+    candidate = candidate or claim.candidates[0]
+    names = list(cases) if cases else list(loaded.cases)
+    expected: dict[str, dict[str, Any]] | None = None
+    if claim.metric == "agreement":
+        from ..references import load_reference
+
+        reference = load_reference(loaded)
+        expected = {c: reference.outputs(c) for c in names}
+
+    def outputs_of(runner_spec: Any) -> dict[str, dict[str, Any]]:
+        active = make_runner(runner_spec, loaded)
+        active.activate()
+        try:
+            return {c: active.run(loaded.cases[c]).outputs for c in names}
+        finally:
+            active.deactivate()
+
+    base = loaded.runners[candidate]
+    produced = outputs_of(base)
+
+    def metric_over(indices: Any, outputs: dict[str, dict[str, Any]]) -> float:
+        chosen = [names[int(i)] for i in np.asarray(indices).reshape(-1)]
+        verdict = _dataset(claim, candidate, loaded, chosen, outputs, expected)
+        return float(verdict.observed) if verdict.observed is not None else math.nan
+
+    observed = metric_over(np.arange(len(names)), produced)
+    direction = DIRECTIONS_DATASET[claim.metric]
+    result = bootstrap(
+        (np.arange(len(names)),),
+        lambda idx: metric_over(idx, produced),
+        vectorized=False,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        alternative="greater" if direction == "min" else "less",
+        random_state=np.random.default_rng(seed),
+    )
+    interval = float(
+        result.confidence_interval.low if direction == "min" else result.confidence_interval.high
+    )
+    if not math.isfinite(interval):  # every resample gave the same value (e.g. 100 % agreement)
+        interval = (
+            float(np.nanmin(result.bootstrap_distribution))
+            if direction == "min"
+            else float(np.nanmax(result.bootstrap_distribution))
+        )
+    mutated: dict[str, float] = {}
+    for name, target in (model_mutations or {}).items():
+        if base.factory:
+            runner = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
+        else:
+            runner = dataclasses.replace(
+                base,
+                name=f"{candidate}[{name}]",
+                kind="python",
+                callable=target,
+                factory=None,
+                options={},
+                command=None,
+            )
+        mutated[name] = metric_over(np.arange(len(names)), outputs_of(runner))
+    if direction == "min":
+        bound = math.floor(interval * 1000) / 1000  # outwards, to a number one can publish
+        inside = [n for n, v in mutated.items() if not v < bound]
+    else:
+        bound = math.ceil(interval * 1000) / 1000
+        inside = [n for n, v in mutated.items() if not v > bound]
+    refused, reason = (
+        False,
+        (
+            f"the one-sided {confidence:.0%} bootstrap bound over {len(names)} cases, rounded outwards"
+        ),
+    )
+    if not mutated:
+        refused, reason = True, "no model mutation given: nothing shows the bound catches a bug"
+    elif inside:
+        refused = True
+        reason = (
+            f"{NO_GAP_REASON}: {', '.join(inside)} stays inside the sampling noise of "
+            f"{claim.metric} over these cases (bound {_g(bound)})"
+        )
+    return DatasetCalibration(
+        claim_id=claim_id,
+        metric=claim.metric,
+        direction=direction,
+        cases=names,
+        observed=observed,
+        interval=interval,
+        confidence=confidence,
+        resamples=resamples,
+        mutations=mutated,
+        proposed_bound=None if refused else bound,
+        refused=refused,
+        reason=reason,
+    )
+
+
+# Directions of the dataset metrics, from the claim-metric registry.
+DIRECTIONS_DATASET = {
+    n: m.direction for n, m in claim_metrics.METRICS.items() if m.scope == "dataset"
+}
