@@ -312,8 +312,7 @@ def stored_reference(path: str | Path) -> dict:
     """The recorded reference outputs of the case file at ``path`` (found by its sha256)."""
     import hashlib
 
-    from paritygate.references import load_reference
-    from paritygate.spec import load_spec
+    from paritygate import load_reference, load_spec
 
     reference = load_reference(load_spec(HERE / "parity.toml"))
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()

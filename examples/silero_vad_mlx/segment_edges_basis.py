@@ -87,7 +87,7 @@ def segment_edge_basis(cases: list[vad_gate.CaseData]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from paritygate.spec import update_claim
+    from paritygate import update_claim
 
     parser = argparse.ArgumentParser(description="Measure the segment-edges claim's basis.")
     parser.add_argument(

@@ -84,8 +84,7 @@ def load_cases(include_rejected: bool = False) -> list[CaseData]:
     from make_cases import CASES_DIR, check, load_pins
     from runners import read_wav
 
-    from paritygate.references import load_reference
-    from paritygate.spec import load_spec
+    from paritygate import load_reference, load_spec
 
     bad = check()
     if bad:

@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from paritygate.approximation import count_calls
+from paritygate import count_calls, load_spec, update_claim
 from paritygate.calibration import (
     DEFAULT_MUTATIONS,
     calibrate_claim,
@@ -33,7 +33,6 @@ from paritygate.calibration import (
     shift,
     write_bound,
 )
-from paritygate.spec import load_spec, update_claim
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "parity.toml"

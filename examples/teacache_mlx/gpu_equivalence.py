@@ -37,9 +37,8 @@ def main() -> None:
     from common import decode
     from model import Pipeline, load_model, mutate_block
 
+    from paritygate import load_spec, paired
     from paritygate.calibration import DEFAULT_MUTATIONS, calibrate
-    from paritygate.paired import paired
-    from paritygate.spec import load_spec
     from paritygate.structured import compare_images
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -175,7 +174,7 @@ def main() -> None:
         out, cache = with_cache(plain, "proxy", case, teacache.DEFAULT_THRESHOLD)
         ssim = compare_images(decode(out["sample"]), vanilla, data_range=1.0).ssim
         with mx.stream(cpu):
-            from paritygate.approximation import count_calls
+            from paritygate import count_calls
 
             with count_calls(["model:DiT.body"]) as counter:
                 gate_runners.proxy_cached(case)

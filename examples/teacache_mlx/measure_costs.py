@@ -51,8 +51,7 @@ def main() -> None:
     import gate_runners
     import teacache
 
-    from paritygate.paired import paired
-    from paritygate.spec import load_spec
+    from paritygate import load_spec, paired
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=8)

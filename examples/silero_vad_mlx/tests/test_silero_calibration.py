@@ -23,7 +23,7 @@ def test_segment_edge_basis_reports_margins_and_the_bugs_it_catches(segment_edge
 
 
 def test_committed_evidence_is_what_the_spec_basis_says(example_on_path):
-    from paritygate.spec import load_spec
+    from paritygate import load_spec
 
     spec = load_spec(example_on_path / "parity.toml")
     edges = json.loads((example_on_path / "calibration" / "segment-edges.json").read_text())

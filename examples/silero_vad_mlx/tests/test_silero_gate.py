@@ -9,13 +9,13 @@ import pytest
 
 @pytest.fixture(scope="module")
 def spec(example_on_path):
-    from paritygate.spec import load_spec
+    from paritygate import load_spec
 
     return load_spec(example_on_path / "parity.toml")
 
 
 def test_gate_passes_every_claim_on_every_case(spec):
-    from paritygate.gate import run_gate
+    from paritygate import run_gate
 
     result = run_gate(spec)
     assert result.passed, [
@@ -76,8 +76,7 @@ def copy_example(spec, target):
 
 
 def test_gate_fails_a_planted_context_bug_naming_claim_case_and_excess(spec, tmp_path):
-    from paritygate.gate import run_gate
-    from paritygate.spec import load_spec
+    from paritygate import load_spec, run_gate
 
     example = copy_example(spec, tmp_path / "example")
     text = (example / "parity.toml").read_text()
@@ -115,8 +114,7 @@ def test_gate_fails_a_planted_context_bug_naming_claim_case_and_excess(spec, tmp
 
 
 def test_changed_weights_are_drift(spec, tmp_path):
-    from paritygate.gate import run_gate
-    from paritygate.spec import load_spec
+    from paritygate import load_spec, run_gate
 
     copy = copy_example(spec, tmp_path / "example")
     weights = copy / "weights" / "silero_vad_16k_mlx.safetensors"
@@ -142,8 +140,8 @@ def test_stored_gate_runs_without_torch(example_on_path):
         "        if name == 'torch' or name.startswith('torch.'):\n"
         "            raise ImportError('torch is not installed')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from paritygate.gate import run_gate\n"
-        "from paritygate.spec import load_spec\n"
+        "from paritygate import run_gate\n"
+        "from paritygate import load_spec\n"
         "result = run_gate(load_spec('parity.toml'), cases=['short_pauses'])\n"
         "print(json.dumps({'passed': result.passed, 'errors': result.errors,\n"
         "                  'verdicts': len(result.verdicts), 'torch': 'torch' in sys.modules}))\n"
@@ -203,7 +201,7 @@ LIVE_POSTPROCESSOR = 'options = { probabilities = "live" }'
 
 def paired_copy(spec, target, *, postprocessor: str = LIVE_POSTPROCESSOR):
     """The example with every claim in paired mode and the post-processor fed as given."""
-    from paritygate.spec import update_claim
+    from paritygate import update_claim
 
     example = copy_example(spec, target)
     text = (example / "parity.toml").read_text()
@@ -218,8 +216,7 @@ def test_paired_mode_runs_the_reference_live(spec, tmp_path):
     # The same claims in paired mode: the TorchScript model runs in this process, back to back
     # with each candidate on the same case (torch is installed in the test environment), and the
     # post-processor is fed that live model's probabilities.
-    from paritygate.gate import run_gate
-    from paritygate.spec import load_spec
+    from paritygate import load_spec, run_gate
 
     paired_spec = load_spec(paired_copy(spec, tmp_path / "example") / "parity.toml")
     assert {c.mode for c in paired_spec.claims.values()} == {"paired"}
@@ -244,8 +241,8 @@ def test_paired_mode_runs_the_reference_live(spec, tmp_path):
 _OTHER_DISPATCH = """
 import json, sys
 import numpy as np
-from paritygate.gate import run_gate
-from paritygate.spec import load_spec
+from paritygate import run_gate
+from paritygate import load_spec
 sys.path.insert(0, sys.argv[1])
 import runners
 out = {}

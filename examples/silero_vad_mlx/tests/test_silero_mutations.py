@@ -32,7 +32,7 @@ def by_name(cases):
 
 @pytest.mark.parametrize("name", ["faithful", *MUTATIONS])
 def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx, vad_gate, bounds):
-    from paritygate.reports.text import format_comparison
+    from paritygate import format_comparison
 
     kwargs, case_name = MUTATIONS.get(name, ({}, "clean_speech"))
     variant = vad_mlx.PortVariant(**kwargs)

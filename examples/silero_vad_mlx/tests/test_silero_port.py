@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def spec(example_on_path):
-    from paritygate.spec import load_spec
+    from paritygate import load_spec
 
     return load_spec(example_on_path / "parity.toml")
 

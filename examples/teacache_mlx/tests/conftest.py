@@ -62,7 +62,7 @@ def runners(example_on_path):
 
 @pytest.fixture(scope="session")
 def spec(example_on_path):
-    from paritygate.spec import load_spec
+    from paritygate import load_spec
 
     return load_spec(EXAMPLE / "parity.toml")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paritygate.approximation import count_calls
+from paritygate import count_calls
 from paritygate.structured import compare_images
 
 
@@ -45,15 +45,14 @@ def _ssim(actual, expected, claim):
 
 
 def _activity(claim, vanilla_calls, calls):
-    from paritygate.approximation import check_activity
+    from paritygate import check_activity
 
     band = claim.activity
     return check_activity({band.counter: calls}, band, {band.counter: vanilla_calls})
 
 
 def test_the_spec_counts_the_body_and_refuses_a_self_reported_counter(claim):
-    from paritygate.approximation import ActivityBand
-    from paritygate.errors import SpecError
+    from paritygate import ActivityBand, SpecError
 
     assert (claim.activity.calls, claim.activity.measure) == ("model:DiT.body", "skipped")
     with pytest.raises(SpecError, match="not activity evidence"):

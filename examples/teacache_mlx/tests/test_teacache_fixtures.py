@@ -10,8 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from paritygate.drift import verify
-from paritygate.spec import load_spec
+from paritygate import load_spec, verify
 
 
 def test_weights_and_rescale_fit_match_their_pinned_sha256(example_on_path, spec):

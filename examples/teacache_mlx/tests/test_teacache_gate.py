@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+from paritygate import current_hardware, run_gate
 from paritygate.cli import main
-from paritygate.gate import current_hardware, run_gate
 
 
 def test_gate_evaluates_and_holds_every_claim(spec):

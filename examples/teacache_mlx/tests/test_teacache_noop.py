@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paritygate.paired import paired
+from paritygate import paired
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from paritygate import Tolerance, compare, evaluate_claim
 from paritygate.calibration import DEFAULT_MUTATIONS, NO_GAP_REASON, calibrate
-from paritygate.compare import compare
-from paritygate.gate import evaluate_claim
-from paritygate.results import Tolerance
 
 
 @pytest.fixture(scope="module")
