@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 
-def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_on_path):
+def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_folder):
     import cli
 
     import paritygate
@@ -28,7 +28,7 @@ def test_cli_and_python_api_agree_exactly_on_every_case(cases, runners, example_
         assert exact and exact["p"].max_abs == 0.0
 
 
-def test_gate_outputs_of_the_cli_match_the_runner(cases, example_on_path, tmp_path):
+def test_gate_outputs_of_the_cli_match_the_runner(cases, example_folder, tmp_path):
     import runners
     from safetensors.numpy import load_file
 
@@ -38,7 +38,7 @@ def test_gate_outputs_of_the_cli_match_the_runner(cases, example_on_path, tmp_pa
         subprocess.run(
             [
                 sys.executable,
-                str(example_on_path / "cli.py"),
+                str(example_folder / "cli.py"),
                 str(case.path),
                 "-o",
                 str(out),
@@ -54,7 +54,7 @@ def test_gate_outputs_of_the_cli_match_the_runner(cases, example_on_path, tmp_pa
         assert from_cli["segments"].shape == (n_segments, 2)
 
 
-def test_a_diverging_adapter_would_be_caught(cases, runners, example_on_path):
+def test_a_diverging_adapter_would_be_caught(cases, runners, example_folder):
     # Both directions: an adapter that, say, re-normalised the audio differs, and the exact
     # comparison reports it.
     import paritygate
@@ -67,12 +67,12 @@ def test_a_diverging_adapter_would_be_caught(cases, runners, example_on_path):
     assert comparison["probabilities"].mismatches > 0
 
 
-def test_cli_rejects_an_unsupported_rate_with_exit_2(make_cases, example_on_path, tmp_path):
+def test_cli_rejects_an_unsupported_rate_with_exit_2(make_cases, example_folder, tmp_path):
     wav = make_cases.CASES_DIR / "unsupported_rate_22050.wav"
     proc = subprocess.run(
         [
             sys.executable,
-            str(example_on_path / "cli.py"),
+            str(example_folder / "cli.py"),
             str(wav),
             "-o",
             str(tmp_path / "out.json"),

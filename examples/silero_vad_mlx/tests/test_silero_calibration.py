@@ -22,11 +22,11 @@ def test_segment_edge_basis_reports_margins_and_the_bugs_it_catches(segment_edge
     assert basis["mutation_cases_caught"]["lstm-gates-ifog"] >= 1
 
 
-def test_committed_evidence_is_what_the_spec_basis_says(example_on_path):
+def test_committed_evidence_is_what_the_spec_basis_says(example_folder):
     from paritygate import load_spec
 
-    spec = load_spec(example_on_path / "parity.toml")
-    edges = json.loads((example_on_path / "calibration" / "segment-edges.json").read_text())
+    spec = load_spec(example_folder / "parity.toml")
+    edges = json.loads((example_folder / "calibration" / "segment-edges.json").read_text())
     basis = spec.claims["segment-edges"].basis
     assert edges["smallest_reference_margin"] == basis["smallest_reference_margin"]
     assert edges["cases"] == basis["cases"] == list(spec.cases)
@@ -34,7 +34,7 @@ def test_committed_evidence_is_what_the_spec_basis_says(example_on_path):
     for claim_id, claim in spec.claims.items():
         if claim_id == "segment-edges":
             continue
-        evidence = json.loads((example_on_path / "calibration" / f"{claim_id}.json").read_text())
+        evidence = json.loads((example_folder / "calibration" / f"{claim_id}.json").read_text())
         assert evidence["claim_id"] == claim_id and not evidence["refused"]
         assert evidence["cases"] == claim.basis.get("cases", list(spec.cases)), claim_id
         assert evidence["basis"]["largest_noise"] == pytest.approx(claim.basis["largest_noise"])

@@ -8,10 +8,10 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def spec(example_on_path):
+def spec(example_folder):
     from paritygate import load_spec
 
-    return load_spec(example_on_path / "parity.toml")
+    return load_spec(example_folder / "parity.toml")
 
 
 def test_gate_passes_every_claim_on_every_case(spec):
@@ -126,7 +126,7 @@ def test_changed_weights_are_drift(spec, tmp_path):
     assert any("silero_vad_16k_mlx.safetensors" in d.subject for d in result.drift)
 
 
-def test_stored_gate_runs_without_torch(example_on_path):
+def test_stored_gate_runs_without_torch(example_folder):
     # What `make demo` relies on: the recorded references stand in for the TorchScript model,
     # so the gate imports no torch (blocked here as if it were not installed).
     import json
@@ -148,7 +148,7 @@ def test_stored_gate_runs_without_torch(example_on_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", "import json\n" + script],
-        cwd=example_on_path,
+        cwd=example_folder,
         capture_output=True,
         text=True,
         timeout=300,
@@ -158,7 +158,7 @@ def test_stored_gate_runs_without_torch(example_on_path):
     assert out == {"passed": True, "errors": [], "verdicts": 11, "torch": False}
 
 
-def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_path):
+def test_readme_publishes_the_numbers_the_gate_enforces(example_folder, tmp_path):
     import shutil
 
     from paritygate.cli import main
@@ -168,9 +168,9 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
             [
                 "claims",
                 "check",
-                str(example_on_path / "README.md"),
+                str(example_folder / "README.md"),
                 "--spec",
-                str(example_on_path / "parity.toml"),
+                str(example_folder / "parity.toml"),
             ]
         )
         == 0
@@ -179,9 +179,9 @@ def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path, tmp_pat
     copy = tmp_path / "example"
     copy.mkdir()
     for name in ("parity.toml", "README.md"):
-        shutil.copy(example_on_path / name, copy / name)
+        shutil.copy(example_folder / name, copy / name)
     for folder in ("cases", "references", "results", "calibration", "bench-results", "weights"):
-        shutil.copytree(example_on_path / folder, copy / folder)
+        shutil.copytree(example_folder / folder, copy / folder)
     text = (copy / "README.md").read_text()
     assert "≤ 1.9e-5 <!-- claim: probability-max-abs -->" in text
     (copy / "README.md").write_text(

@@ -13,7 +13,7 @@ import pytest
 from paritygate import load_spec, verify
 
 
-def test_weights_and_rescale_fit_match_their_pinned_sha256(example_on_path, spec):
+def test_weights_and_rescale_fit_match_their_pinned_sha256(example_folder, spec):
     from common import SUMS, read_sums, sha256_file
 
     sums = read_sums(SUMS)
@@ -25,7 +25,7 @@ def test_weights_and_rescale_fit_match_their_pinned_sha256(example_on_path, spec
     assert (SUMS.parent / "dit_digits.safetensors").stat().st_size < 2 * 1024 * 1024
 
 
-def test_case_files_hold_the_noise_their_seed_draws(example_on_path, cases):
+def test_case_files_hold_the_noise_their_seed_draws(example_folder, cases):
     from common import Case, initial_noise
 
     for case in cases:
@@ -35,10 +35,10 @@ def test_case_files_hold_the_noise_their_seed_draws(example_on_path, cases):
         assert np.array_equal(data["noise"], initial_noise(Case(seed, case.label)))
 
 
-def test_verify_passes_then_reports_tampered_weights_as_drift(example_on_path, tmp_path):
+def test_verify_passes_then_reports_tampered_weights_as_drift(example_folder, tmp_path):
     project = tmp_path / "teacache_mlx"
     shutil.copytree(
-        example_on_path,
+        example_folder,
         project,
         ignore=shutil.ignore_patterns(
             "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"
@@ -56,10 +56,10 @@ def test_verify_passes_then_reports_tampered_weights_as_drift(example_on_path, t
     assert any("dit_digits.safetensors" in f"{d.subject} {d.detail}" for d in drift)
 
 
-def test_verify_reports_a_changed_case_input_as_drift(example_on_path, tmp_path):
+def test_verify_reports_a_changed_case_input_as_drift(example_folder, tmp_path):
     project = tmp_path / "teacache_mlx"
     shutil.copytree(
-        example_on_path,
+        example_folder,
         project,
         ignore=shutil.ignore_patterns(
             "__pycache__", "tests", "calibration", "parity-reports", "*.png", "*.log"
@@ -74,7 +74,7 @@ def test_verify_reports_a_changed_case_input_as_drift(example_on_path, tmp_path)
     assert any("seed3-digit3" in f"{d.subject} {d.detail}" for d in drift)
 
 
-def test_the_fit_is_documented_beside_its_coefficients(example_on_path):
+def test_the_fit_is_documented_beside_its_coefficients(example_folder):
     import teacache
 
     rescale = teacache.RESCALE

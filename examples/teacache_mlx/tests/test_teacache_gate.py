@@ -40,19 +40,19 @@ def test_one_claim_through_the_pytest_plugin(paritygate_claim):
     assert paired["run_counts"] == {"baseline": 3, "candidate": 3}
 
 
-def test_readme_publishes_the_numbers_the_gate_enforces(example_on_path):
-    readme = example_on_path / "README.md"
-    spec = example_on_path / "parity.toml"
+def test_readme_publishes_the_numbers_the_gate_enforces(example_folder):
+    readme = example_folder / "README.md"
+    spec = example_folder / "parity.toml"
     assert main(["claims", "check", str(readme), "--spec", str(spec)]) == 0
 
 
-def test_a_readme_promising_more_than_the_gate_enforces_fails(example_on_path, tmp_path, capsys):
+def test_a_readme_promising_more_than_the_gate_enforces_fails(example_folder, tmp_path, capsys):
     project = tmp_path / "teacache_mlx"
     project.mkdir()
-    shutil.copy(example_on_path / "parity.toml", project)
-    shutil.copytree(example_on_path / "cases", project / "cases")
-    shutil.copytree(example_on_path / "calibration", project / "calibration")
-    text = (example_on_path / "README.md").read_text()
+    shutil.copy(example_folder / "parity.toml", project)
+    shutil.copytree(example_folder / "cases", project / "cases")
+    shutil.copytree(example_folder / "calibration", project / "calibration")
+    text = (example_folder / "README.md").read_text()
     marker = "<!-- claim: twin-max-abs -->"
     line = next(l for l in text.splitlines() if marker in l)
     tighter = line.replace("2.9e-06", "1e-06", 1)

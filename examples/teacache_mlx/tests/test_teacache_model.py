@@ -8,7 +8,7 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def inputs(example_on_path):
+def inputs(example_folder):
     from common import initial_noise, make_cases
 
     cases = make_cases(4)

@@ -96,7 +96,7 @@ def private_pipeline(runners, model_mod):
     return model_mod.Pipeline(runners.shared_model(), compiled=True)
 
 
-def test_planted_leak_fails_check_b(teacache, private_pipeline, batch, example_on_path):
+def test_planted_leak_fails_check_b(teacache, private_pipeline, batch, example_folder):
     from mutations import LeakyEagerTeaCache
 
     pipeline = private_pipeline

@@ -20,7 +20,7 @@ def run_pair(vanilla_outputs, twin_outputs):
 
 
 @pytest.fixture(scope="module")
-def twin_calibration(run_pair, cases, runners, example_on_path):
+def twin_calibration(run_pair, cases, runners, example_folder):
     import mutations
 
     return calibrate(
