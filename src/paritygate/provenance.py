@@ -50,7 +50,6 @@ FRAMEWORKS = (
     "mlx-metal",
     "mlx-lm",
     "mlx-vlm",
-    "mflux",
     "jax",
     "jaxlib",
     "onnx",
@@ -66,7 +65,6 @@ FRAMEWORKS = (
     "opencv-python-headless",
     "scikit-image",
     "scikit-learn",
-    "silero-vad",
 )
 _THREAD_VARS = (
     "OMP_NUM_THREADS",

@@ -36,6 +36,7 @@ from typing import Any
 
 from ._dtypes import numpy_dtype
 from ._host import host_arrays
+from .backends import seed_frameworks
 from .errors import InputError, RunFailure
 from .files import load_outputs
 from .spec import Case, OutputMap, Runner, Spec
@@ -120,10 +121,7 @@ def _seed(seed: int | None) -> None:
     import numpy as np
 
     np.random.seed(seed % 2**32)
-    if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(seed)
-    if "mlx.core" in sys.modules:
-        sys.modules["mlx.core"].random.seed(seed)
+    seed_frameworks(seed)
 
 
 class ActiveRunner:

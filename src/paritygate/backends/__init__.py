@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..results import OutputComparison, Tolerance
 
-__all__ = ["Backend", "get_backend", "registered_backends", "synchronize"]
+__all__ = [
+    "Backend",
+    "get_backend",
+    "registered_backends",
+    "synchronize",
+    "synchronize_all",
+    "seed_frameworks",
+]
 
 
 class Backend(Protocol):
@@ -39,8 +46,11 @@ class Backend(Protocol):
     ) -> OutputComparison: ...
 
     def to_numpy(self, obj: Any) -> Any:
-        """Copy to a numpy array (used only for small arrays and worst-k elements)."""
+        """Copy to a numpy array, dtype kept (bfloat16 and float8 through ml_dtypes)."""
         ...
+
+    # Optional: ``synchronize_many(objs)`` waits for several arrays in one call (MLX evaluates
+    # them in one ``mx.eval``); ``seed(value)`` seeds the framework's global generator.
 
 
 # top-level framework module -> paritygate backend module. Order matters only for speed.
@@ -81,3 +91,30 @@ def synchronize(obj: Any) -> None:
     backend = get_backend(obj)
     if backend is not None:
         backend.synchronize(obj)
+
+
+def synchronize_all(values: Any) -> None:
+    """Wait for pending work on every framework array among ``values``: one call per backend
+    where it offers ``synchronize_many`` (one ``mx.eval`` for all MLX arrays)."""
+    groups: dict[str, tuple[Any, list[Any]]] = {}
+    for value in values:
+        backend = get_backend(value)
+        if backend is not None:
+            groups.setdefault(backend.name, (backend, []))[1].append(value)
+    for backend, arrays in groups.values():
+        many = getattr(backend, "synchronize_many", None)
+        if many is not None:
+            many(arrays)
+        else:
+            for array in arrays:
+                backend.synchronize(array)
+
+
+def seed_frameworks(seed: int) -> None:
+    """Seed the global generator of every framework already imported whose backend has one
+    (``torch.manual_seed``, ``mx.random.seed``); never imports a framework."""
+    for framework in _REGISTRY:
+        if framework in sys.modules:
+            seed_one = getattr(_backend_module(framework), "seed", None)
+            if seed_one is not None:
+                seed_one(seed)

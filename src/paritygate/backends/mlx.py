@@ -133,6 +133,14 @@ def synchronize(obj: Any) -> None:
     _mx().eval(obj)
 
 
+def synchronize_many(objs: list[Any]) -> None:
+    _mx().eval(*objs)
+
+
+def seed(value: int) -> None:
+    _mx().random.seed(value)
+
+
 def to_numpy(obj: Any) -> Any:
     """Copy an array to numpy (bfloat16 through ml_dtypes)."""
     mx = _mx()

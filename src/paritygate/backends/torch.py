@@ -83,8 +83,13 @@ def synchronize(obj: Any) -> None:
         torch.cuda.synchronize(obj.device)
 
 
+def seed(value: int) -> None:
+    _torch().manual_seed(value)
+
+
 def to_numpy(obj: Any) -> Any:
-    """Copy a tensor to numpy (bfloat16 and float8 through ml_dtypes)."""
+    """Copy a tensor to numpy (bfloat16 and float8 through ml_dtypes; a conjugate or negative
+    view resolved first, which .numpy() refuses)."""
     torch = _torch()
     import numpy as np
 
@@ -95,7 +100,7 @@ def to_numpy(obj: Any) -> Any:
 
         bits = torch.int16 if name_ == "bfloat16" else torch.uint8
         return t.view(bits).cpu().numpy().view(getattr(ml_dtypes, name_))
-    return np.asarray(t.cpu().numpy())
+    return np.asarray(t.cpu().resolve_conj().resolve_neg().numpy())
 
 
 def _torch_dtype(name_: str) -> Any:
