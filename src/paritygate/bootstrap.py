@@ -1,4 +1,4 @@
-"""Bootstrap (seed 002, component 3): the only sanctioned way to set up a parity-test checkout.
+"""Bootstrap: the only sanctioned way to set up a parity-test checkout.
 
 Steps, each with its own error and exit code (docs/bootstrap.md):
 

@@ -10,7 +10,7 @@ the Markdown is rendered):
 
 :func:`check_claims` fails (one :class:`Problem` per finding, naming file:line, the claim and
 both numbers) when a tied bound differs from the spec's, when the gate's bound is looser than the
-published number (seed 002: the README says 2 px, the gate runs at 30 px), when a published
+published number (the README says 2 px while the gate runs at 30 px), when a published
 measured figure differs from the file it cites, when a calibrated claim has no basis, when a
 claim lists a doc in ``published`` and that doc has no marker for it, and when a marker names an
 unknown claim. The syntax is documented in ``docs/claims-check.md``.

@@ -4,7 +4,7 @@ Two bundled output files stand for a model and its port: ``demo_reference.safete
 the float32 outputs of a small classifier-and-layout model (class logits, an embedding, and one
 box per UI element), ``demo_candidate.safetensors`` the outputs of a float16 port of it. The port
 carries the rounding noise every float16 port has, and one planted bug: the right edge of the
-``editor`` box is 9 px off, the kind of bug a 30 px gate hid for weeks in seed 002.
+``editor`` box is 9 px off, the kind of bug a 30 px gate can hide for weeks.
 
 The demo holds the port to its published claims:
 

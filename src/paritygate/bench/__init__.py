@@ -1,4 +1,4 @@
-"""Benchmarks designed as experiments (seed 003), not as loops around a timer.
+"""Benchmarks designed as experiments, not as loops around a timer.
 
 - Baseline and candidate run in **interleaved blocks** (the order alternating AB, BA, ...) and
   are analysed as **pairs**: each block pair gives one time ratio, so drift of the machine hits
