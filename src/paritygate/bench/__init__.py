@@ -22,13 +22,12 @@ See docs/bench.md for the statistics and their assumptions.
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any
 
-from ..errors import InputError, UserError
-from ._compare import RunComparison, compare_runs
+from ..errors import InputError
+from ._compare import CHECKED_PROVENANCE_KEYS, RunComparison, check_comparable, compare_runs
 from ._run import HARNESS_VERSION, BenchResult, SideSamples, run_bench, time_side
-from ._stats import Decision, Verdict, decide, format_ratio, min_pairs
+from ._stats import Decision, Verdict, decide, format_ratio, min_pairs, min_samples_for, percentile
 from ._timing import Iteration
 
 __all__ = [
@@ -52,41 +51,6 @@ __all__ = [
     "CHECKED_PROVENANCE_KEYS",
     "HARNESS_VERSION",
 ]
-
-# Provenance keys that must match for two benchmark results to be compared at all.
-CHECKED_PROVENANCE_KEYS = (
-    "source_revision",
-    "model_revision",
-    "dtype",
-    "compile_flags",
-    "input_sha256",
-    "shapes",
-    "batching",
-    "sync",
-    "device",
-    "workload",
-)
-
-
-def min_samples_for(q: float) -> int:
-    """Samples needed before percentile q (in [0, 1)) is more than a guess: 10 / (1 - q)."""
-    if not 0 <= q < 1:
-        raise InputError(f"percentile must lie in [0, 1), got {q}")
-    return math.ceil(10 / (1 - q) - 1e-9)
-
-
-def percentile(samples: list[float], q: float) -> float:
-    """Percentile q of the samples, refusing when there are too few samples for it."""
-    needed = min_samples_for(q)
-    if len(samples) < needed:
-        raise InputError(
-            f"p{q * 100:g} needs at least {needed} samples, got {len(samples)}",
-            hint="raise blocks x block_size",
-        )
-    ordered = sorted(samples)
-    pos = q * (len(ordered) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def amdahl_bound(fraction: float, speedup: float) -> float:
@@ -112,18 +76,3 @@ def input_fingerprint(inputs: Any) -> str:
         digest.update(str(array.shape).encode())
         digest.update(array.tobytes())
     return digest.hexdigest()
-
-
-def check_comparable(a: dict[str, Any], b: dict[str, Any], keys=CHECKED_PROVENANCE_KEYS) -> None:
-    """Refuse to compare two benchmark provenances whose checked keys differ."""
-    differing = [
-        f"{key}: {a.get(key)!r} vs {b.get(key)!r}"
-        for key in keys
-        if (key in a or key in b) and a.get(key) != b.get(key)
-    ]
-    if differing:
-        raise UserError(
-            "benchmark runs are not comparable; checked provenance differs: "
-            + "; ".join(differing),
-            hint="re-run both sides from the same source revision and workload",
-        )

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, UserError
 from ..results import to_jsonable
 from ._run import BenchResult
 from ._stats import Verdict, format_ratio
@@ -63,8 +64,6 @@ def compare_runs(
     import numpy as np
     from scipy.stats import bootstrap
 
-    from . import check_comparable
-
     check_comparable(first.provenance, second.provenance)
     a = np.log(np.asarray(first.pair_ratios, dtype=float))
     b = np.log(np.asarray(second.pair_ratios, dtype=float))
@@ -108,3 +107,33 @@ def compare_runs(
         threshold=threshold,
         pairs=(int(a.size), int(b.size)),
     )
+
+
+# Provenance keys that must match for two benchmark results to be compared at all.
+CHECKED_PROVENANCE_KEYS = (
+    "source_revision",
+    "model_revision",
+    "dtype",
+    "compile_flags",
+    "input_sha256",
+    "shapes",
+    "batching",
+    "sync",
+    "device",
+    "workload",
+)
+
+
+def check_comparable(a: dict[str, Any], b: dict[str, Any], keys=CHECKED_PROVENANCE_KEYS) -> None:
+    """Refuse to compare two benchmark provenances whose checked keys differ."""
+    differing = [
+        f"{key}: {a.get(key)!r} vs {b.get(key)!r}"
+        for key in keys
+        if (key in a or key in b) and a.get(key) != b.get(key)
+    ]
+    if differing:
+        raise UserError(
+            "benchmark runs are not comparable; checked provenance differs: "
+            + "; ".join(differing),
+            hint="re-run both sides from the same source revision and workload",
+        )

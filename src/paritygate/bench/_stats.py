@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
+from ..errors import InputError
+
 __all__ = [
     "Verdict",
     "Decision",
@@ -236,3 +238,24 @@ def format_ratio(ratio: float) -> str:
         return f"{ratio:.2f}x slower" if round(ratio, 2) != 1 else "1.00x (same)"
     speedup = 1 / ratio
     return f"{speedup:.2f}x faster" if round(speedup, 2) != 1 else "1.00x (same)"
+
+
+def min_samples_for(q: float) -> int:
+    """Samples needed before percentile q (in [0, 1)) is more than a guess: 10 / (1 - q)."""
+    if not 0 <= q < 1:
+        raise InputError(f"percentile must lie in [0, 1), got {q}")
+    return math.ceil(10 / (1 - q) - 1e-9)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Percentile q of the samples, refusing when there are too few samples for it."""
+    needed = min_samples_for(q)
+    if len(samples) < needed:
+        raise InputError(
+            f"p{q * 100:g} needs at least {needed} samples, got {len(samples)}",
+            hint="raise blocks x block_size",
+        )
+    ordered = sorted(samples)
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
