@@ -268,26 +268,31 @@ def main() -> None:
                 "" if name.startswith("one read") else ("passed" if verdicts[name] else "failed")
             )
             print(
-                f"  {name:32s} best {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s  {verdict}"
+                f"  {name:32s} best {min(ts):8.3f} s  median {statistics.median(ts):8.3f} s  "
+                f"{verdict}"
             )
         read = best[anchor]
         print(
-            f"  anchor: {anchor}; numpy's single-threaded read {best['one read (a.sum(); b.sum())'] / read:.1f}x it"
+            f"  anchor: {anchor}; numpy's single-threaded read "
+            f"{best['one read (a.sum(); b.sum())'] / read:.1f}x it"
         )
         for kernel in ("numba", "numpy"):
             ours = best[f"paritygate, {kernel} kernel"]
             line = (
-                f"  {kernel} kernel: {best['numpy.testing.assert_allclose'] / ours:6.1f}x faster than "
+                f"  {kernel} kernel: {best['numpy.testing.assert_allclose'] / ours:6.1f}x faster "
+                "than "
                 f"assert_allclose, {ours / read:6.1f}x one read"
             )
             if not args.skip_torch:
-                line += f", {best['torch.testing.assert_close'] / ours:5.1f}x faster than torch assert_close"
+                ratio = best["torch.testing.assert_close"] / ours
+                line += f", {ratio:5.1f}x faster than torch assert_close"
             print(line)
         summary[case] = best
         del actual, expected
 
     print(
-        "\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / fail-dense):"
+        "\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / "
+        "fail-dense):"
     )
     for kernel in ("numba", "numpy"):
         for case in ("fail-sparse", "fail-dense"):
@@ -307,7 +312,8 @@ def main() -> None:
             )
             data = json.loads(out.stdout.strip().splitlines()[-1])
             print(
-                f"  {kernel:5s} {case:11s}: tracemalloc peak {data['tracemalloc_peak_mib']:6.1f} MiB, "
+                f"  {kernel:5s} {case:11s}: tracemalloc peak {data['tracemalloc_peak_mib']:6.1f} "
+                "MiB, "
                 f"peak RSS growth {data['rss_peak_growth_mib']:6.1f} MiB"
             )
 

@@ -265,7 +265,10 @@ def bench_mlx(reps: int, size: tuple | None = None) -> dict:
     for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
         holder = {}
         ms, extra = timed(
-            lambda a=a, e=e: holder.update(r=mlx_backend.compare_arrays(a, e, tol, "x")), warm=1
+            lambda a=a, e=e, holder=holder: holder.update(
+                r=mlx_backend.compare_arrays(a, e, tol, "x")
+            ),
+            warm=1,
         )
         out[f"paritygate_{case}_ms"] = ms
         out[f"paritygate_{case}_extra_bytes"] = extra

@@ -110,7 +110,8 @@ def main() -> None:
         rows.append(measure(name, run, args.repeats))
         rows.append(measure(name, run, args.repeats, Tolerance(atol=1e-6, min_cosine=0.999)))
     print(
-        f"{'model':<44} {'check':<6} {'run ms':>8} {'compare ms':>11} {'median':>8} {'best':>7}  runs"
+        f"{'model':<44} {'check':<6} {'run ms':>8} {'compare ms':>11} {'median':>8} {'best':>7}  "
+        "runs"
     )
     for r in rows:
         print(
@@ -121,7 +122,8 @@ def main() -> None:
     worst = max(r["overhead"] for r in rows)
     worst_best = max(r["overhead_best"] for r in rows)
     print(
-        f"worst overhead of one run per order (target <= 5%): {worst:.2%} median of per-call ratios, "
+        f"worst overhead of one run per order (target <= 5%): {worst:.2%} median of per-call "
+        "ratios, "
         f"{worst_best:.2%} fastest comparison / fastest run"
     )
 

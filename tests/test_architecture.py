@@ -136,3 +136,27 @@ def test_the_product_speaks_for_itself():
         if re.search(r"\bseeds? 0\d\d\b", line)
     ]
     assert cited == []
+
+
+ROOT = SRC.parent
+
+
+def test_ruff_lint_and_format_are_clean():
+    """ruff (configured in pyproject.toml) finds nothing, and the tree is formatted."""
+    import subprocess
+    import sys
+
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout[-4000:] + lint.stderr[-2000:]
+    fmt = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert fmt.returncode == 0, fmt.stdout[-4000:] + fmt.stderr[-2000:]

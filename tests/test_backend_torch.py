@@ -142,7 +142,8 @@ LIMIT = 256  # the statistics vector and 3 x worst_k candidates, far below one c
 
 
 def test_interception_no_host_copies_and_one_transfer(monkeypatch):
-    """.cpu(), .numpy(), __array__ and __dlpack__ raise above LIMIT elements; the comparison runs."""
+    """.cpu(), .numpy(), __array__ and __dlpack__ raise above LIMIT elements; the comparison
+    runs."""
     calls = []
 
     def guard(method_name):

@@ -1,4 +1,5 @@
-"""assert_parity(actual, baseline="name"): the zero-configuration start, outside pytest's fixture."""
+"""assert_parity(actual, baseline="name"): the zero-configuration start, outside pytest's
+fixture."""
 
 from __future__ import annotations
 

@@ -44,7 +44,10 @@ REQUIRED = [
     RequiredLine("detector.py", "crop = size  # no off-by-one crop"),
     RequiredLine("detector.py", "scale = 1.0  # same filter as the reference"),
 ]
-BUILD = f"\"{sys.executable}\" -c \"import detector; open('built.txt', 'w').write(str(detector.edge(10)))\""
+BUILD = (
+    f'"{sys.executable}" -c '
+    "\"import detector; open('built.txt', 'w').write(str(detector.edge(10)))\""
+)
 
 
 def _git(cwd: Path, *args: str, strip: bool = True) -> str:
@@ -195,7 +198,10 @@ def test_patch_that_does_not_apply_fails_at_patch(upstream):
 
 
 def test_failing_build_fails_at_build_with_its_stderr_tail(upstream):
-    build = f'"{sys.executable}" -c "import sys; print(\'linker: undefined symbol _edge\', file=sys.stderr); sys.exit(3)"'
+    build = (
+        f'"{sys.executable}" -c '
+        "\"import sys; print('linker: undefined symbol _edge', file=sys.stderr); sys.exit(3)\""
+    )
     with pytest.raises(BuildError) as info:
         bootstrap(_config(upstream, build=build))
     assert info.value.exit_code == 14

@@ -453,7 +453,8 @@ def test_an_unmutated_candidate_that_changes_an_outputs_structure_stops_calibrat
     with pytest.raises(InputError) as info:
         calibrate(shrinking, 16, model_mutations={"no segments": no_segments})
     assert str(info.value) == (
-        "case 5: output 'segments' of the unmutated candidate: shape (0, 2) against the baseline's (2, 2)"
+        "case 5: output 'segments' of the unmutated candidate: shape (0, 2) against the baseline's "
+        "(2, 2)"
     )
     assert "unmutated candidate must report the baseline's outputs" in info.value.hint
 

@@ -39,7 +39,8 @@ def _claims(
 ) -> str:
     basis = (
         '\n[claims."boxes.edge_px".basis]\n'
-        'measured = "noise over 40 cases, 2026-11-20, apple-m2; largest 0.4 px, smallest bug 3 px"\n'
+        'measured = "noise over 40 cases, 2026-11-20, apple-m2; largest 0.4 px, smallest bug 3 '
+        'px"\n'
         if edge_basis
         else ""
     )
@@ -68,7 +69,7 @@ README = """\
 The port matches the reference within **≤ 2 px** <!-- claim: boxes.edge_px --> on every edge
 of every box, and the probabilities keep a cosine ≥ 0.97 <!-- claim: prob_cosine -->.
 
-Measured on the canonical set: cosine 0.9987 <!-- measured: results/gate.json#/verdicts/1/observed -->,
+Measured: cosine 0.9987 <!-- measured: results/gate.json#/verdicts/1/observed -->,
 worst edge 1.4 px <!-- measured: results/gate.json#/verdicts/0/observed -->.
 
 ```markdown
@@ -140,8 +141,8 @@ def test_gate_stricter_than_published_number_also_differs(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(edge_bound=1.5))
     [problem] = check_claims([readme], spec).problems
     assert (
-        "README.md:3: claim boxes.edge_px: published '≤ 2 px' (2) differs from the gate's bound 1.5 px"
-        in str(problem)
+        "README.md:3: claim boxes.edge_px: published '≤ 2 px' (2) differs from the gate's bound "
+        "1.5 px" in str(problem)
     )
 
 
@@ -213,7 +214,8 @@ def test_unpublished_claim_fails(tmp_path):
     [problem] = check_claims([path], spec).problems
     text = str(problem)
     assert text.startswith(
-        "README.md: claim boxes.edge_px: the spec (parity.toml:17) says this claim is published here"
+        "README.md: claim boxes.edge_px: the spec (parity.toml:17) says this claim is published "
+        "here"
     )
     assert "no '<!-- claim: boxes.edge_px -->' marker" in text and "2 px" in text
 
@@ -229,7 +231,8 @@ def test_published_doc_that_does_not_exist(tmp_path):
     spec, readme = _project(tmp_path, spec_claims=_claims(published='["docs/absent.md"]'))
     [problem] = check_claims([readme], spec).problems
     assert str(problem) == (
-        "parity.toml:17: claim boxes.edge_px: says it is published in docs/absent.md, which does not exist"
+        "parity.toml:17: claim boxes.edge_px: says it is published in docs/absent.md, which does "
+        "not exist"
     )
 
 
@@ -268,7 +271,8 @@ def test_unknown_claim_and_marker_without_number(tmp_path):
     )
     problems = [str(p) for p in check_claims([tmp_path / "README.md"], spec).problems]
     assert problems[0].startswith(
-        "README.md:13: claim speed.p50: unknown claim: the spec parity.toml has no [claims.speed.p50]"
+        "README.md:13: claim speed.p50: unknown claim: the spec parity.toml has no "
+        "[claims.speed.p50]"
     )
     assert "claims in the spec: boxes.edge_px, prob_cosine" in problems[0]
     assert problems[1] == (
@@ -310,8 +314,8 @@ status = "provisional"
     (tmp_path / "README.md").write_text(text.replace("≥ 95 % <!--", "≥ 99 % <!--"))
     [problem] = check_claims([readme], spec).problems
     assert (
-        "claim accuracy: the gate's bound 0.95 (parity.toml:36) is looser than the published '≥ 99 %' (0.99)"
-        in str(problem)
+        "claim accuracy: the gate's bound 0.95 (parity.toml:36) is looser than the published '≥ 99 "
+        "%' (0.99)" in str(problem)
     )
 
 

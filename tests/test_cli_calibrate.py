@@ -227,8 +227,8 @@ def test_no_gap_is_refused_with_exit_1_and_nothing_written(project, capsys):
     assert code == 1
     out = capsys.readouterr().out
     assert (
-        "REFUSED: no gap between noise and the smallest bug: change the comparison, not the constant"
-        in out
+        "REFUSED: no gap between noise and the smallest bug: change the comparison, not the "
+        "constant" in out
     )
     assert "nothing written" in out
     assert "calibrated against the bugs it must catch" not in out  # an equivalence claim
@@ -397,8 +397,10 @@ def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_no
     # A float16 port claimed as an approximation: a bfloat16 drop hides inside its own difference.
     project.write_text(
         project.read_text().replace(
-            'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
-            'oracle = "approximation"\nmode = "paired"\nstatus = "provisional"\ncandidates = ["port16"]',
+            'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\ncandidates = '
+            '["port16"]',
+            'oracle = "approximation"\nmode = "paired"\nstatus = "provisional"\ncandidates = '
+            '["port16"]',
         )
     )
     assert load_spec(project).claims["y-half"].oracle == "approximation"
@@ -564,7 +566,7 @@ def test_an_unmutated_candidate_that_changes_an_outputs_shape_stops_with_case_an
     )
     err = capsys.readouterr().err
     assert (
-        "case c07: output 'y' of the unmutated candidate: shape (5, 4) against the baseline's (6, 4)"
-        in err
+        "case c07: output 'y' of the unmutated candidate: shape (5, 4) against the baseline's (6, "
+        "4)" in err
     )
     assert len(err.strip().splitlines()) == 1

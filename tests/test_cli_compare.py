@@ -1,4 +1,5 @@
-"""``paritygate compare A B``: exit 0 within bounds, 1 outside, 2 on bad input, in every entry point."""
+"""``paritygate compare A B``: exit 0 within bounds, 1 outside, 2 on bad input, in every entry
+point."""
 
 from __future__ import annotations
 

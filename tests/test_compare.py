@@ -265,7 +265,8 @@ def test_empty_outputs():
         text = format_comparison(result)
         assert "output boxes: FAIL" in text and "no element compared: one side is empty" in text
         json.dumps(result.to_dict())
-    # Incompatible kinds stay input errors whatever the sizes; two non-empty shapes still must match.
+    # Incompatible kinds stay input errors whatever the sizes; two non-empty shapes still must
+    # match.
     with pytest.raises(InputError, match="complex"):
         compare(np.zeros(0, np.complex64), np.ones(2))
     with pytest.raises(

@@ -87,7 +87,8 @@ def test_demo_imports_no_framework(tmp_path):
         "    runpy.run_module('paritygate.demo', run_name='__main__')\n"
         "except SystemExit as exc:\n"
         "    assert exc.code == 0, exc.code\n"
-        "loaded = [m for m in ('torch', 'mlx', 'jax', 'onnxruntime', 'pytest') if m in sys.modules]\n"
+        "loaded = [m for m in ('torch', 'mlx', 'jax', 'onnxruntime', 'pytest') if m in "
+        "sys.modules]\n"
         "assert not loaded, loaded\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))

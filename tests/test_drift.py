@@ -49,11 +49,7 @@ def test_tampered_reference_file_is_drift_exit_3(recorded, capsys):
     assert [(d.kind, d.subject) for d in result.drift] == [("reference-file", rel)]
     assert main(["verify", str(recorded)]) == 3
     out = capsys.readouterr().out
-    assert (
-        "DRIFT" in out
-        and rel in out
-        and "does not say the candidate is wrong" in out
-    )
+    assert "DRIFT" in out and rel in out and "does not say the candidate is wrong" in out
     # the gate stops at drift: exit 3, not 1, and no claim is judged
     assert main(["gate", str(recorded)]) == 3
     assert "not run: drift" in capsys.readouterr().out

@@ -54,8 +54,8 @@ def test_a_missing_sha256_prints_the_hash_to_pin(tmp_path, capsys):
     err = _err(capsys)
     digest = hashlib.sha256((tmp_path / "cases" / "b.npz").read_bytes()).hexdigest()
     assert (
-        f'cases.b.sha256: required key is missing; pin the file as it is now with sha256 = "{digest}"'
-        in err
+        "cases.b.sha256: required key is missing; pin the file as it is now with sha256 = "
+        f'"{digest}"' in err
     )
     # the printed pin is the right one: pasted in, the spec loads
     path.write_text(

@@ -79,8 +79,10 @@ def test_extra_output_fails(tmp_path, capsys):
     result = run_gate(load_spec(path))
     assert not result.passed and all(result.verdicts)
     assert result.errors == [
-        "runner cand, case a: extra output 'debug' (produced by the candidate, not in the reference)",
-        "runner cand, case b: extra output 'debug' (produced by the candidate, not in the reference)",
+        "runner cand, case a: extra output 'debug' (produced by the candidate, not in the "
+        "reference)",
+        "runner cand, case b: extra output 'debug' (produced by the candidate, not in the "
+        "reference)",
     ]
     assert main(["gate", str(path)]) == 1
 
@@ -105,8 +107,10 @@ def test_missing_output_no_claim_covers_is_an_error_of_the_run(tmp_path):
     result = run_gate(load_spec(path))
     assert not result.passed and result.verdicts and all(result.verdicts)
     assert result.errors == [
-        "runner cand, case a: missing output 'logits' (in the reference, not produced by the candidate)",
-        "runner cand, case b: missing output 'logits' (in the reference, not produced by the candidate)",
+        "runner cand, case a: missing output 'logits' (in the reference, not produced by the "
+        "candidate)",
+        "runner cand, case b: missing output 'logits' (in the reference, not produced by the "
+        "candidate)",
     ]
 
 
@@ -136,7 +140,8 @@ callable = "tiny:candidate_missing"
 def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     spec_text = TINY_SPEC.replace(
         'callable = "tiny:candidate32"',
-        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "crash" }',
+        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = '
+        '"crash" }',
     )
     path = _tiny(tmp_path, spec_text)
     assert main(["gate", str(path)]) == 1
@@ -157,7 +162,8 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
 def test_unparseable_output_fails(tmp_path):
     spec_text = TINY_SPEC.replace(
         'callable = "tiny:candidate32"',
-        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = "garbage" }',
+        'command = ["{python}", "tiny_cli.py", "{case}", "{out}"]\nformat = "npz"\nenv = { MODE = '
+        '"garbage" }',
     )
     result = run_gate(load_spec(_tiny(tmp_path, spec_text)))
     assert (
@@ -210,7 +216,8 @@ hardware = "m2"
 def test_hardware_classes_match_this_machine(tmp_path):
     spec_text = (
         TINY_SPEC
-        + f'\n[hardware.here]\nsystem = "{platform.system()}"\n\n[hardware.elsewhere]\nsystem = "Plan9"\n'
+        + f'\n[hardware.here]\nsystem = "{platform.system()}"\n\n[hardware.elsewhere]\nsystem = '
+        '"Plan9"\n'
     )
     spec = load_spec(make_project(tmp_path, spec_text))
     assert current_hardware(spec) == ["any", "here"]
@@ -381,7 +388,8 @@ def render(inputs):
 
 def render_uint8(inputs):
     image = render(inputs)["image"]
-    return {"image_nhwc": (np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)[None, :, :, None]}
+    pixels = (np.clip(image, -1, 1) * 127.5 + 127.5).round().astype(np.uint8)
+    return {"image_nhwc": pixels[None, :, :, None]}
 
 
 def render_swapped_axes(inputs):
@@ -479,8 +487,8 @@ def test_in_process_timeout_fails_the_gate_without_hanging_it(tmp_path, capsys):
 
 def test_progress_reports_every_runner_and_case_then_done(tmp_path):
     spec_text = (
-        TINY_SPEC
-        + '\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\ncallable = "tiny:candidate32"\n'
+        TINY_SPEC + '\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\ncallable = '
+        '"tiny:candidate32"\n'
     )
     path = _tiny(tmp_path, spec_text)
     stages = []

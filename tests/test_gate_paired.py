@@ -139,11 +139,17 @@ _state = {"leaked": False}
 
 def reference(case):
     shift = 1 if _state["leaked"] else 0
-    return {"boxes/question": np.array([10, 20, 110, 60]) + shift, "boxes/editor": np.array([10, 70, 110, 150])}
+    return {
+        "boxes/question": np.array([10, 20, 110, 60]) + shift,
+        "boxes/editor": np.array([10, 70, 110, 150]),
+    }
 
 
 def port(case):
-    return {"boxes/question": np.array([11, 20, 110, 61]), "boxes/editor": np.array([10, 72, 109, 150])}
+    return {
+        "boxes/question": np.array([11, 20, 110, 61]),
+        "boxes/editor": np.array([10, 72, 109, 150]),
+    }
 
 
 def port_leaky(case):

@@ -1,4 +1,5 @@
-"""Speed claims in the gate are experiments (paritygate.bench), evaluated on their hardware class."""
+"""Speed claims in the gate are experiments (paritygate.bench), evaluated on their hardware
+class."""
 
 from __future__ import annotations
 

@@ -372,7 +372,8 @@ def test_cosine_of_huge_float64_values(kernel):
 
 @pytest.mark.parametrize("kernel", ["numpy", "numba"])
 def test_subnormal_against_huge_float64_gives_a_defined_cosine(kernel):
-    """Squares beyond float64 trigger power-of-two scaling; a subnormal peak must not overflow it."""
+    """Squares beyond float64 trigger power-of-two scaling; a subnormal peak must not overflow
+    it."""
     tiny, huge = np.array([2.2250738585e-313]), np.array([1.3407807929942596e154])
     for a, e in ((tiny, huge), (huge, tiny)):
         out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)

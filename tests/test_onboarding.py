@@ -195,7 +195,8 @@ def test_cases_add_to_a_spec_written_with_case_tables(folder):
     path = folder / "parity.toml"
     text = path.read_text()
     line = next(x for x in text.splitlines() if x.startswith("batch_00 = "))
-    table = f'[cases.batch_00]\npath = "cases/batch_00.npz"\nsha256 = "{_sha(folder / "cases" / "batch_00.npz")}"'
+    digest = _sha(folder / "cases" / "batch_00.npz")
+    table = f'[cases.batch_00]\npath = "cases/batch_00.npz"\nsha256 = "{digest}"'
     path.write_text(text.replace("[cases]\n" + line, table))
     add_cases(path, ["cases/batch_01.npz"])
     data = tomllib.loads(path.read_text())

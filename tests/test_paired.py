@@ -286,7 +286,8 @@ def test_tolerance_mode_uses_the_claims_metric_for_check_a_and_bytes_for_check_b
     assert difference.reason == "tolerance" and difference.max_abs == pytest.approx(observed)
     message = tight.messages()[0]
     assert message.startswith(
-        "forward order, check (a) candidate vs baseline-before (the claim's metric): output 'latents'"
+        "forward order, check (a) candidate vs baseline-before (the claim's metric): output "
+        "'latents'"
     )
     assert "worst element at index" in message and "atol" in message
 

@@ -112,7 +112,10 @@ def test_missing_references_and_spec_errors_fail_in_one_line(project):
 
 
 def test_importing_paritygate_imports_no_pytest():
-    code = "import sys, paritygate, paritygate.reports, paritygate.claims_check; print('pytest' in sys.modules)"
+    code = (
+        "import sys, paritygate, paritygate.reports, paritygate.claims_check; "
+        "print('pytest' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 
@@ -135,7 +138,8 @@ SPEED_TEST_MODULE = """
 def test_whole_spec(paritygate_gate):
     result = paritygate_gate("parity.toml")
     assert [(n.claim_id, n.reason) for n in result.not_evaluated] == [
-        ("instant", "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite")]
+        ("instant", "speed claim: evaluated only by a gate run on its hardware class, never "
+         "inside a unit-test suite")]
 """
 
 

@@ -59,9 +59,11 @@ def test_record_does_not_import_frameworks(tiny):
     import sys
 
     code = (
-        "import sys; from paritygate.spec import load_spec; from paritygate.references import record;"
+        "import sys; from paritygate.spec import load_spec; from paritygate.references import "
+        "record;"
         f"record(load_spec({str(tiny.path)!r}));"
-        "print(sorted(m for m in ('torch','mlx','jax','onnxruntime','tensorflow') if m in sys.modules))"
+        "print(sorted(m for m in ('torch','mlx','jax','onnxruntime','tensorflow') if m in "
+        "sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -340,5 +340,3 @@ def test_markdown_of_a_large_run_stays_comment_sized_with_failures_first():
     assert rows[0].startswith("| ❌ | `boxes.edge_px` | leetcode_test |")
     assert "… 251 more verdicts" in text
     assert len(text.encode()) < 64 * 1024
-
-

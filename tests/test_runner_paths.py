@@ -33,7 +33,10 @@ seen = []
 
 
 def _project(tmp_path, paths: bool):
-    runner = '[runners.cand]\nrole = "candidate"\nfactory = "tiny:load"\noptions = { weights = "weights/w.npy" }\n'
+    runner = (
+        '[runners.cand]\nrole = "candidate"\nfactory = "tiny:load"\n'
+        'options = { weights = "weights/w.npy" }\n'
+    )
     if paths:
         runner += 'paths = ["weights"]\n'
     text = TINY_SPEC.replace(

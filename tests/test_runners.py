@@ -63,7 +63,8 @@ def test_mlx_runner_outputs_become_numpy(tmp_path):
 def test_same_module_name_in_two_projects_is_not_confused(tmp_path):
     first = load_spec(make_project(tmp_path / "one"))
     other_model = {
-        "tiny.py": "import numpy as np\ndef reference(case):\n    return {'y': np.ones(2), 'logits': np.ones(2)}\n"
+        "tiny.py": "import numpy as np\ndef reference(case):\n    return {'y': np.ones(2), "
+        "'logits': np.ones(2)}\n"
     }
     second = load_spec(make_project(tmp_path / "two", modules=other_model))
     with make_runner(first.reference, first) as r:
@@ -102,7 +103,8 @@ def test_subprocess_runner_speaks_the_protocol(tmp_path):
 def test_subprocess_environment_and_json_output(tmp_path):
     script = """
 import json, os, sys
-json.dump({"env": {"protocol": int(os.environ["PARITYGATE_PROTOCOL"]), "seed": int(os.environ["PARITYGATE_SEED"])},
+json.dump({"env": {"protocol": int(os.environ["PARITYGATE_PROTOCOL"]),
+                   "seed": int(os.environ["PARITYGATE_SEED"])},
            "boxes": {"a": [1, 2, 3, 4]}, "name_len": len(os.environ["PARITYGATE_CASE_NAME"])},
           open(sys.argv[2], "w"))
 """
@@ -301,7 +303,8 @@ MLX_STATE_MODEL = """
 import mlx.core as mx
 import numpy as np
 
-W_LAZY = mx.random.normal((8, 4), key=mx.random.key(0))  # lazy: built at import, evaluated at the first call
+# lazy: built at import, evaluated at the first call
+W_LAZY = mx.random.normal((8, 4), key=mx.random.key(0))
 
 
 def candidate_mlx_module_state(case):

@@ -1,4 +1,5 @@
-"""Structured comparators: each passes its good case and fails a planted bug with the right report."""
+"""Structured comparators: each passes its good case and fails a planted bug with the right
+report."""
 
 from __future__ import annotations
 

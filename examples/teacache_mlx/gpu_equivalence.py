@@ -103,7 +103,12 @@ def main() -> None:
         ),
     ):
         results = [
-            paired(lambda: base(c), lambda: cand(c), label=f"{name} {c.name}") for c in cases
+            paired(
+                lambda base=base, c=c: base(c),
+                lambda cand=cand, c=c: cand(c),
+                label=f"{name} {c.name}",
+            )
+            for c in cases
         ]
         noop[name] = {
             "cases": len(results),

@@ -147,8 +147,9 @@ class FinalLayer(nn.Module):
 
 
 class DiT(nn.Module):
-    def __init__(self, config: Config = Config()):
+    def __init__(self, config: Config | None = None):
         super().__init__()
+        config = config or Config()
         self.config = config
         d = config.dim
         self.patch_embed = nn.Linear(config.patch * config.patch, d)
@@ -205,7 +206,7 @@ def mutate_block(model: DiT, index: int, factor: float) -> Callable[[], None]:
     return restore
 
 
-def load_model(path: Path | str = WEIGHTS, config: Config = Config()) -> DiT:
+def load_model(path: Path | str = WEIGHTS, config: Config | None = None) -> DiT:
     model = DiT(config)
     model.load_weights(str(path), strict=True)
     mx.eval(model.parameters())

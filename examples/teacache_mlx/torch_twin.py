@@ -108,8 +108,9 @@ class FinalLayer(nn.Module):
 
 
 class TorchDiT(nn.Module):
-    def __init__(self, config: Config = Config()):
+    def __init__(self, config: Config | None = None):
         super().__init__()
+        config = config or Config()
         self.config = config
         d = config.dim
         self.patch_embed = nn.Linear(config.patch * config.patch, d)
@@ -161,7 +162,7 @@ class TorchDiT(nn.Module):
         return self.unpatchify(self.final(h, c))
 
 
-def load_torch_model(path: Path | str = WEIGHTS, config: Config = Config()) -> TorchDiT:
+def load_torch_model(path: Path | str = WEIGHTS, config: Config | None = None) -> TorchDiT:
     from safetensors.torch import load_file
 
     model = TorchDiT(config)

@@ -189,7 +189,8 @@ def _prepare_workdir(workdir: Path | None) -> Path:
                 "the bootstrap folder is not empty and is not a clone bootstrap made; "
                 "refusing to reuse a tree that may be dirty",
                 where=str(workdir),
-                hint="pass a new or empty --workdir, or leave it out to use a fresh temporary folder",
+                hint="pass a new or empty --workdir, or leave it out to use a fresh temporary "
+                "folder",
             )
     workdir.mkdir(parents=True, exist_ok=True)
     return workdir
@@ -208,7 +209,8 @@ def _clone(upstream: str, workdir: Path) -> None:
 def _checkout(commit: str, workdir: Path, upstream: str) -> str:
     if not _SHA.fullmatch(commit):
         raise CheckoutError(
-            f"{commit!r} is not a commit SHA; a pin must be a commit, not a branch or tag that moves"
+            f"{commit!r} is not a commit SHA; a pin must be a commit, not a branch or tag that "
+            "moves"
         )
     found = _git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], cwd=workdir)
     if found.returncode != 0:
@@ -386,7 +388,8 @@ def config_from_spec(spec: Path, **flags: Any) -> BootstrapConfig:
         unknown = sorted(set(table) - known)
         if unknown:
             raise SpecError(
-                f"unknown key(s) in [bootstrap]: {', '.join(unknown)} (expected {', '.join(sorted(known))})",
+                f"unknown key(s) in [bootstrap]: {', '.join(unknown)} (expected "
+                f"{', '.join(sorted(known))})",
                 where=str(spec),
             )
     base = Path(spec).absolute().parent if spec is not None else Path.cwd()

@@ -536,7 +536,8 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
                     where,
                     claim.id,
                     f"the gate's bound {_bound_text(claim, unit)} ({spec_where}) is looser "
-                    f"than the published {number.text!r} ({_published_text(published, published_exact)})"
+                    f"than the published {number.text!r} "
+                    f"({_published_text(published, published_exact)})"
                     f"{gap}: the gate does not enforce the number the doc publishes",
                 )
             )
@@ -581,7 +582,8 @@ def _check_activity(marker: Marker, claim: SpecClaim, spec_where: str) -> list[P
                 marker.where,
                 claim.id,
                 f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
-                f"published {number.text!r}: the gate does not enforce the number the doc publishes",
+                f"published {number.text!r}: the gate does not enforce the number the doc "
+                "publishes",
             )
         ]
     return [
@@ -653,7 +655,8 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
             Problem(
                 where,
                 None,
-                f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite number",
+                f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite "
+                "number",
             )
         ]
     if number.high is not None:
@@ -661,7 +664,8 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
             Problem(
                 where,
                 None,
-                f"published range {number.text!r} cannot be a single measured figure ({shown} holds {_num(value)})",
+                f"published range {number.text!r} cannot be a single measured figure ({shown} "
+                f"holds {_num(value)})",
             )
         ]
     readings = [(number.value, number.resolution)]
@@ -709,7 +713,8 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
                 Problem(
                     spec_where(claim),
                     claim.id,
-                    "is calibrated but states no basis (what was measured, when, on which hardware, "
+                    "is calibrated but states no basis (what was measured, when, on which "
+                    "hardware, "
                     "over how many cases); a calibrated bound without its basis cannot be checked",
                 )
             )
@@ -769,7 +774,8 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
                     Problem(
                         _show(doc),
                         claim.id,
-                        f"the spec ({spec_where(claim)}) says this claim is published here, but the doc "
+                        f"the spec ({spec_where(claim)}) says this claim is published here, but "
+                        "the doc "
                         f"has no '<!-- claim: {claim.id} -->' marker after its number "
                         f"(the bound is {_with_unit(claim.bound, claim.unit)})",
                     )

@@ -131,7 +131,8 @@ def _check_same_structure(
                 f"structure mismatch: expected has one output ({_describe(leaves_expected[path])}) "
                 f"here but actual has {len(inside)} nested output(s) ({_some(inside)})",
                 where=path or "output tree",
-                hint="a ragged or mixed list is a container; a rectangular list of numbers is one array",
+                hint="a ragged or mixed list is a container; a rectangular list of numbers is one "
+                "array",
             )
     for path in extra:
         inside = _nested_under(path, missing)
@@ -140,7 +141,8 @@ def _check_same_structure(
                 f"structure mismatch: actual has one output ({_describe(leaves_actual[path])}) "
                 f"here but expected has {len(inside)} nested output(s) ({_some(inside)})",
                 where=path or "output tree",
-                hint="a ragged or mixed list is a container; a rectangular list of numbers is one array",
+                hint="a ragged or mixed list is a container; a rectangular list of numbers is one "
+                "array",
             )
 
 
@@ -272,7 +274,8 @@ def _host_side(obj: Any, side: str, path: str) -> np.ndarray:
     arr = np.asarray(obj) if not isinstance(obj, np.ndarray) else obj
     if not is_numeric(arr.dtype):
         raise InputError(
-            f"{side} is {host.dtype_name(arr.dtype)} of shape {arr.shape}; cannot compare it with a tensor",
+            f"{side} is {host.dtype_name(arr.dtype)} of shape {arr.shape}; cannot compare it with "
+            "a tensor",
             where=path or None,
         )
     return arr
@@ -386,7 +389,8 @@ def _compare_string_arrays(
         )
     if (a.dtype.kind == "S") != (e.dtype.kind == "S"):
         raise InputError(
-            f"cannot compare actual {_describe(a)} with expected {_describe(e)}: bytes against text",
+            f"cannot compare actual {_describe(a)} with expected {_describe(e)}: "
+            "bytes against text",
             where=path or None,
         )
     differ = a != e

@@ -169,7 +169,8 @@ def _caught_exactly_the_planted_bug(outcome: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo on the bundled files; write ``reports/demo-report.json`` in the current folder."""
+    """Run the demo on the bundled files; write ``reports/demo-report.json`` in the current
+    folder."""
     import argparse
 
     import click

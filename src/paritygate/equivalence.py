@@ -49,7 +49,8 @@ def check_equivalence(
     if claim.oracle != "equivalence":
         raise InputError(
             f"claim {claim.id!r} answers the {claim.oracle} question, not equivalence",
-            hint="no-op claims run through paritygate.paired; approximation claims through the gate",
+            hint="no-op claims run through paritygate.paired; approximation claims through the "
+            "gate",
         )
     return evaluate_claim(
         claim, candidate, case, _host(actual, "actual"), _host(expected, "expected")
@@ -177,7 +178,10 @@ def _element(
             detail = "; ".join(f.describe() for f in nonfinite)
             if oc.worst and not nonfinite:
                 el = oc.worst[0]
-                detail = f"actual {el.actual}, expected {el.expected}; {oc.mismatches} of {oc.size} elements beyond the bound"
+                detail = (
+                    f"actual {el.actual}, expected {el.expected}; {oc.mismatches} of {oc.size} "
+                    "elements beyond the bound"
+                )
             failures.append(
                 Failure(
                     metric,

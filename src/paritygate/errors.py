@@ -2,7 +2,8 @@
 
 ``UserError`` is everything a user can fix (bad input, a malformed spec, a missing file, a runner
 that crashed): the CLI prints its message on one line with the hint and exits 2 (a runner's
-failure, :class:`RunFailure`, exits 1: the gate records it as a failed check), never a traceback. ``InternalError`` is a
+failure, :class:`RunFailure`, exits 1: the gate records it as a failed check), never a traceback.
+``InternalError`` is a
 bug in paritygate itself: it keeps its traceback. Library code re-raises lower-level failures with
 context (claim, output, shapes) ``from None`` so the message names what and where.
 """

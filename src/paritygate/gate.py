@@ -58,7 +58,8 @@ def current_hardware(spec: Spec, override: Iterable[str] | str | None = None) ->
         unknown = [n for n in names if n != "any" and n not in spec.hardware]
         if unknown:
             raise SpecError(
-                f"unknown hardware class {', '.join(unknown)}; the spec declares: {', '.join(spec.hardware) or 'none'}",
+                f"unknown hardware class {', '.join(unknown)}; the spec declares: "
+                f"{', '.join(spec.hardware) or 'none'}",
                 where=str(spec.path),
             )
         return ["any", *[n for n in names if n != "any"]]
@@ -309,7 +310,8 @@ def _speed(
                     "run",
                     None,
                     None,
-                    detail=f"runner {candidate} produced no checked outputs for case {case_name} (its run error says why)",
+                    detail=f"runner {candidate} produced no checked outputs for case {case_name} "
+                    "(its run error says why)",
                 )
             ],
             {},
@@ -562,7 +564,10 @@ def raise_if_never_recorded(spec: Spec, checked: Any) -> None:
             )
 
 
-SPEED_IN_TESTS = "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test suite"
+SPEED_IN_TESTS = (
+    "speed claim: evaluated only by a gate run on its hardware class, never inside a unit-test "
+    "suite"
+)
 
 
 def run_gate(
@@ -608,7 +613,8 @@ def run_gate(
             result.not_evaluated.append(
                 NotEvaluated(
                     cid,
-                    f"holds for hardware class {claim.hardware!r}; this machine is {', '.join(classes)}",
+                    f"holds for hardware class {claim.hardware!r}; this machine is "
+                    f"{', '.join(classes)}",
                 )
             )
         elif claim.scope == "speed" and not speed:
@@ -734,7 +740,8 @@ def run_gate(
                 ):
                     continue
                 result.errors.append(
-                    f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} ({f.detail})"
+                    f"runner {name}, case {case}: {f.metric.replace('_', ' ')} {f.where!r} "
+                    f"({f.detail})"
                 )
 
     for claim in stored:
@@ -770,7 +777,8 @@ def run_gate(
                                     "run",
                                     None,
                                     None,
-                                    detail=f"runner {candidate} produced no outputs for this case (its run error says why)",
+                                    detail=f"runner {candidate} produced no outputs for this case "
+                                    "(its run error says why)",
                                 )
                             ],
                         )
@@ -888,10 +896,10 @@ def _paired_verdicts(
             try:
                 noop = claim.oracle == "no-op"
                 outcome = paired(
-                    lambda: kept(
+                    lambda case=case, case_name=case_name: kept(
                         declared(spec.reference.name, case_name, ref_runner.run(case).outputs)
                     ),
-                    lambda: kept(cand_runner.run(case).outputs),
+                    lambda case=case: kept(cand_runner.run(case).outputs),
                     label=f"{claim.id} {case_name}",
                     check_a=noop,
                     keep_outputs=not noop,
@@ -921,8 +929,8 @@ def _byte_failures(outcome: Any) -> list[Failure]:
                     "byte_equality",
                     0,
                     None,
-                    where=f"{check.order} check {check.check}: {check.actual_run} vs {check.expected_run}"
-                    + (f", {diff.path}" if diff else ""),
+                    where=f"{check.order} check {check.check}: {check.actual_run} vs "
+                    f"{check.expected_run}" + (f", {diff.path}" if diff else ""),
                     detail=(f"{diff.reason}: {diff.describe()}" if diff else ""),
                 )
             )
@@ -965,7 +973,8 @@ def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any)
     failures += [
         replace(
             f,
-            where=f"reversed order, candidate-before vs baseline{', ' + f.where if f.where else ''}",
+            where="reversed order, candidate-before vs baseline"
+            + (f", {f.where}" if f.where else ""),
         )
         for f in warm.failures
         if (f.metric, f.where) not in said

@@ -140,7 +140,8 @@ class PairedCheck:
     def messages(self) -> list[str]:
         how = "byte equality" if self.exact else "the claim's metric"
         return [
-            f"{self.order} order, check {self.title} ({how}): output '{d.path or '<root>'}' differs: "
+            f"{self.order} order, check {self.title} ({how}): output '{d.path or '<root>'}' "
+            "differs: "
             f"{d.describe()}"
             for d in self.differences
         ]

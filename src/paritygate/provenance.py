@@ -1,7 +1,8 @@
 """Provenance captured automatically with every reference and gate run.
 
 What produced a number matters as much as the number (a golden file records the script that
-made it, not only the math). Captured without importing any framework that is not already imported: versions
+made it, not only the math). Captured without importing any framework that is not already imported:
+versions
 come from :mod:`importlib.metadata`; thread counts of a framework are read only when it is loaded.
 Everything here is cheap (no GPU initialisation); a fact that cannot be found is ``None``.
 """

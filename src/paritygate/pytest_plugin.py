@@ -356,7 +356,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         for item in run.result.get("drift") or []:
             terminalreporter.write_line(
-                f"  DRIFT {item.get('kind')} {item.get('subject')}: expected {item.get('expected')}, "
+                f"  DRIFT {item.get('kind')} {item.get('subject')}: expected "
+                f"{item.get('expected')}, "
                 f"observed {item.get('observed')}"
             )
         for message in run.result.get("errors") or []:

@@ -161,7 +161,8 @@ def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
         ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DriftError(
-            f"not a paritygate reference manifest (format {manifest.get('format') if isinstance(manifest, dict) else None!r})",
+            "not a paritygate reference manifest (format "
+            f"{manifest.get('format') if isinstance(manifest, dict) else None!r})",
             where=str(path),
             hint=hint,
         )
@@ -169,7 +170,8 @@ def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
     loader = _LOADERS.get(version) if isinstance(version, int) else None
     if loader is None or version != FORMAT_VERSION:
         raise DriftError(
-            f"reference format_version {version!r}, this paritygate writes {FORMAT_VERSION}: the reference is tainted",
+            f"reference format_version {version!r}, this paritygate writes {FORMAT_VERSION}: the "
+            "reference is tainted",
             where=str(path),
             hint=hint,
         )
@@ -243,7 +245,8 @@ def _diff(
         lines.extend(f"case {case}: {line}" for line in diff_outputs(previous, outputs[case]))
     if old.pins != manifest["pins"]:
         lines.append(
-            f"pins: {json.dumps(old.pins, sort_keys=True)} -> {json.dumps(manifest['pins'], sort_keys=True)}"
+            f"pins: {json.dumps(old.pins, sort_keys=True)} -> "
+            f"{json.dumps(manifest['pins'], sort_keys=True)}"
         )
     old_pkgs = old.provenance.get("packages", {})
     new_pkgs = manifest["provenance"].get("packages", {})
@@ -306,7 +309,8 @@ def _check_before_record(spec: Spec) -> None:
         observed = sha256_file(case.path)
         if observed != case.sha256:
             problems.append(
-                f"case {case.name}: input sha256 {observed[:12]}… differs from the pin {case.sha256[:12]}…"
+                f"case {case.name}: input sha256 {observed[:12]}… differs from the pin "
+                f"{case.sha256[:12]}…"
             )
     ref = spec.reference
     for package, pinned in ref.package_pins.items():
@@ -317,7 +321,8 @@ def _check_before_record(spec: Spec) -> None:
             )
     for rel, pinned, observed in check_file_pins(spec.root, ref.file_pins):
         problems.append(
-            f"runner {ref.name}: file {rel} sha256 {observed and observed[:12]} differs from the pin {pinned[:12]}…"
+            f"runner {ref.name}: file {rel} sha256 {observed and observed[:12]} differs from the "
+            f"pin {pinned[:12]}…"
         )
     if problems:
         raise DriftError(
@@ -380,7 +385,8 @@ def _record_locked(
             undeclared = [name for name in result.outputs if not spec.declared(name)]
             if undeclared:
                 raise RecordError(
-                    f"reference runner {runner.name} produced outputs not declared in the spec's outputs: {', '.join(undeclared)}",
+                    f"reference runner {runner.name} produced outputs not declared in the spec's "
+                    f"outputs: {', '.join(undeclared)}",
                     where=str(spec.path),
                 )
             missing = spec.not_produced(result.outputs)

@@ -211,7 +211,8 @@ def _fmt(value: Any) -> str:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Turn a result (dataclasses, tuples, numpy scalars, non-finite floats) into plain JSON data."""
+    """Turn a result (dataclasses, tuples, numpy scalars, non-finite floats) into plain JSON
+    data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
@@ -285,7 +286,8 @@ class NotEvaluated:
 
 @dataclass
 class DriftItem:
-    """Something pinned that shifted. Drift says "something changed", never "the candidate is wrong"."""
+    """Something pinned that shifted. Drift says "something changed", never "the candidate is
+    wrong"."""
 
     kind: str  # "reference-file", "case-input", "pin", "format-version", ...
     subject: str  # which file, case, runner or key

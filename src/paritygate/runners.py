@@ -11,7 +11,8 @@ Two kinds are equal citizens:
   so a Swift or C++ port takes part without Python.
 
 Outputs come back flattened by :func:`paritygate.outputs.flatten_outputs` and copied to the host
-(:func:`paritygate._host.host_arrays`, bfloat16 kept) to ``{"name/inner": numpy array}`` and pass through the runner's output
+(:func:`paritygate._host.host_arrays`, bfloat16 kept) to ``{"name/inner": numpy array}`` and pass
+through the runner's output
 mapping (rename, transpose, slice, cast) so that implementations with different layouts compare
 element for element. A failing run raises :class:`RunFailure` (crash, timeout, unparseable output)
 with the runner's stderr: the gate records it as a failure, never as a spec error.
@@ -82,7 +83,8 @@ def apply_maps(
     for m in maps.values():
         if m.source not in outputs:
             raise InputError(
-                f"output mapping for {m.name!r} reads {m.source!r}, which the runner did not produce (it produced: {', '.join(sorted(outputs))})"
+                f"output mapping for {m.name!r} reads {m.source!r}, which the runner did not "
+                f"produce (it produced: {', '.join(sorted(outputs))})"
             )
     for m in maps.values():
         result.pop(m.source, None)
@@ -91,7 +93,8 @@ def apply_maps(
         if m.transpose is not None:
             if array.ndim != len(m.transpose):
                 raise InputError(
-                    f"output {m.source!r} has {array.ndim} axes; transpose {list(m.transpose)} needs {len(m.transpose)}"
+                    f"output {m.source!r} has {array.ndim} axes; transpose {list(m.transpose)} "
+                    f"needs {len(m.transpose)}"
                 )
             array = np.transpose(array, m.transpose)
         if m.slice is not None:
@@ -99,7 +102,8 @@ def apply_maps(
                 array = array[m.slice]
             except IndexError as exc:
                 raise InputError(
-                    f"slice {m.slice_text!r} does not fit output {m.source!r} of shape {array.shape}: {exc}"
+                    f"slice {m.slice_text!r} does not fit output {m.source!r} of shape "
+                    f"{array.shape}: {exc}"
                 ) from None
         if m.cast:
             array = array.astype(numpy_dtype(m.cast))
@@ -183,7 +187,8 @@ class _CallThread:
             done.set()
 
     def call(self, function: Callable[[], Any], timeout: float | None = None) -> Any:
-        """``function()`` on the thread; TimeoutError when it has not returned within ``timeout``."""
+        """``function()`` on the thread; TimeoutError when it has not returned within
+        ``timeout``."""
         outcome: dict[str, Any] = {}
         done = threading.Event()
         self._jobs.put((function, outcome, done))
@@ -289,7 +294,8 @@ class PythonRunner(ActiveRunner):
                     self.name,
                     None,
                     "import",
-                    f"factory {self.runner.factory} returned a {type(self.function).__name__}, not a callable",
+                    f"factory {self.runner.factory} returned a {type(self.function).__name__}, not "
+                    "a callable",
                 )
         super().activate()
 
@@ -351,7 +357,8 @@ class PythonRunner(ActiveRunner):
                 self.name,
                 case.name,
                 "timeout",
-                f"not run: the call for case {self._stuck} timed out and is still running in this process",
+                f"not run: the call for case {self._stuck} timed out and is still running in this "
+                "process",
             )
         start = time.perf_counter()
         try:
@@ -397,7 +404,8 @@ class PythonRunner(ActiveRunner):
                 self.name,
                 case.name,
                 "timeout",
-                f"no result within {self.runner.timeout:g} s (an in-process call cannot be stopped: it "
+                f"no result within {self.runner.timeout:g} s (an in-process call cannot be "
+                "stopped: it "
                 "keeps running in this process, and this runner's remaining cases are not run)",
             ) from None
 

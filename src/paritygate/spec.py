@@ -297,7 +297,8 @@ class Spec:
 
 
 def find_spec(start: str | Path = ".") -> Path:
-    """The spec to use when none is named: parity.toml, else a pyproject.toml with [tool.paritygate]."""
+    """The spec to use when none is named: parity.toml, else a pyproject.toml with
+    [tool.paritygate]."""
     folder = Path(start)
     for candidate in (folder / "parity.toml", folder / "pyproject.toml"):
         if candidate.name == "parity.toml" and candidate.is_file():
@@ -672,7 +673,8 @@ class _Validator:
             if k in data:
                 raise self.error(
                     f"{key}.{k}",
-                    f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} runners",
+                    f"only meaningful for {'in-process' if kind == 'subprocess' else 'command'} "
+                    "runners",
                 )
         command = None
         if kind == "subprocess":
@@ -923,7 +925,8 @@ class _Validator:
         if status == "calibrated" and not basis:
             raise self.error(
                 f"{key}.basis",
-                "a calibrated claim states its basis (what was measured, when, on which hardware, over how many cases)",
+                "a calibrated claim states its basis (what was measured, when, on which hardware, "
+                "over how many cases)",
             )
         hw = self.string(data, key, "hardware", "any")
         if hw != "any" and hw not in hardware:
@@ -934,7 +937,8 @@ class _Validator:
         if scope == "speed" and hw == "any":
             raise self.error(
                 f"{key}.hardware",
-                "a speed claim holds for one hardware class; name it (timings are meaningless across machines)",
+                "a speed claim holds for one hardware class; name it (timings are meaningless "
+                "across machines)",
             )
         candidate_names = [r.name for r in runners.values() if r.role == "candidate"]
         chosen = (
@@ -953,7 +957,8 @@ class _Validator:
             if not _produced(pattern, outputs, runners):
                 raise self.error(
                     f"{key}.outputs",
-                    f"{pattern!r} matches no output any runner produces (declared outputs: {', '.join(outputs)})",
+                    f"{pattern!r} matches no output any runner produces (declared outputs: "
+                    f"{', '.join(outputs)})",
                 )
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
         allowed_params = entry.params
@@ -961,7 +966,8 @@ class _Validator:
             if p not in allowed_params:
                 raise self.error(
                     f"{key}.params.{p}",
-                    f"unknown parameter for metric {metric!r}; expected one of: {', '.join(sorted(allowed_params)) or 'none'}",
+                    f"unknown parameter for metric {metric!r}; expected one of: "
+                    f"{', '.join(sorted(allowed_params)) or 'none'}",
                 )
         for required in sorted(entry.required_params - set(params)):
             raise self.error(
@@ -979,7 +985,8 @@ class _Validator:
             ):
                 raise self.error(
                     f"{key}.params.edges",
-                    f'expected a list of distinct edge names (e.g. ["start", "end"] for segments), got {_kind(edges)}',
+                    'expected a list of distinct edge names (e.g. ["start", "end"] for segments), '
+                    f"got {_kind(edges)}",
                 )
         if metric == "max_edge_delta" and ("match" in params or "min_iou" in params):
             match = params.get("match", "label")
@@ -1008,7 +1015,8 @@ class _Validator:
             if unlabelled:
                 raise self.error(
                     f"{key}.metric",
-                    f"{metric} needs a label {label!r} on every case; missing on {', '.join(unlabelled)}",
+                    f"{metric} needs a label {label!r} on every case; missing on "
+                    f"{', '.join(unlabelled)}",
                 )
         published = (
             self.strings(data["published"], f"{key}.published") if "published" in data else ()
@@ -1070,7 +1078,8 @@ def _file_kind(path: Path) -> str:
 
 
 def _produced(pattern: str, outputs: tuple[str, ...], runners: dict[str, Runner]) -> bool:
-    """Whether a claim's output glob can match an output the runners produce (the declared outputs)."""
+    """Whether a claim's output glob can match an output the runners produce (the declared
+    outputs)."""
     for declared in outputs:
         if fnmatch.fnmatchcase(declared, pattern) or fnmatch.fnmatchcase(pattern, declared):
             return True

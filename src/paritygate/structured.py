@@ -713,7 +713,6 @@ def expected_calibration_error(probabilities: Any, labels: Any, *, n_bins: int =
     confidence = probs.max(axis=1)
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
     bins = np.clip(np.ceil(confidence * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
-    count = np.bincount(bins, minlength=n_bins)
     acc_sum = np.bincount(bins, weights=correct, minlength=n_bins)
     conf_sum = np.bincount(bins, weights=confidence, minlength=n_bins)
     return float(np.abs(acc_sum - conf_sum).sum() / len(probs))

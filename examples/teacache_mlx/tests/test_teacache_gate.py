@@ -54,7 +54,7 @@ def test_a_readme_promising_more_than_the_gate_enforces_fails(example_folder, tm
     shutil.copytree(example_folder / "calibration", project / "calibration")
     text = (example_folder / "README.md").read_text()
     marker = "<!-- claim: twin-max-abs -->"
-    line = next(l for l in text.splitlines() if marker in l)
+    line = next(ln for ln in text.splitlines() if marker in ln)
     tighter = line.replace("2.9e-06", "1e-06", 1)
     assert tighter != line
     (project / "README.md").write_text(text.replace(line, tighter))

@@ -60,7 +60,9 @@ def test_threshold_zero_creates_no_cache_tensors(runners, teacache, batch):
     for threshold, expect_tensors in ((0.0, False), (teacache.DEFAULT_THRESHOLD, True)):
         cache = teacache.install(pipeline, "proxy", rel_l1_thresh=threshold)
         held = []
-        pipeline.callbacks.insert(0, lambda step, t, x: held.append(cache.holds_tensors))
+        pipeline.callbacks.insert(
+            0, lambda step, t, x, held=held, cache=cache: held.append(cache.holds_tensors)
+        )
         try:
             pipeline.sample(*batch)
         finally:

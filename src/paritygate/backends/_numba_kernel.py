@@ -59,6 +59,10 @@ def supports(pair: Any) -> bool:
     return False
 
 
+# The kernel's helpers, compiled by _build and bound here as module globals (see there).
+_nb_sums = _nb_dense_map = _nb_dense_ulp = _nb_fmax = _nb_umax = _nb_count_positive = None
+
+
 def _build() -> Any:
     import numba
     from numba import njit

@@ -229,7 +229,8 @@ def _kernel() -> Any:
 
 
 def partials(actual: Any, expected: Any, p: Any, tol: Any) -> tuple[Any, Any, Any]:
-    """Launch the kernel: (sums [programs, 6] f64, maxima [programs, 8] f64, counts [programs, 12] i64).
+    """Launch the kernel: (sums [programs, 6] f64, maxima [programs, 8] f64, counts [programs, 12]
+    i64).
 
     Maxima columns: max_abs, max_rel, max_rel_symmetric, max slack over finite positions,
     max slack, rtol_needed, block rank (largest excess, inf with a non-finite mismatch), ulp_max.

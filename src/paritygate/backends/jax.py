@@ -22,7 +22,8 @@ on an H200). Counts are
 exact below 2**32 elements (uint32) without x64; ULP distances are exact integers.
 
 Complex outputs are copied to the host and compared there as (real, imaginary) pairs (noted in
-``promotion``). A numpy side whose dtype JAX cannot hold without x64 (float64, int64, uint64) cannot be moved to
+``promotion``). A numpy side whose dtype JAX cannot hold without x64 (float64, int64, uint64) cannot
+be moved to
 the device without rounding or wrapping: such a pair is compared on the host instead, and the
 comparison's ``promotion`` says so.
 

@@ -51,7 +51,8 @@ and 1e-6 absolute on the cosine). ``max_rel``, ``atol_needed`` and ``rtol_needed
 float32 roundings (relative ~2e-7). 1 - cosine comes from the elementwise difference
 (:func:`paritygate.metrics.one_minus_cosine`): within ``2e-6 * |a - e|^2 / (2 |a| |e|)`` of its
 exact value with float32 accumulation (GPU, or forced on the CPU) and ``1e-12 * ...`` with float64
-(relative precision near cos = 1; tests/test_backend_cosine.py). Float32 squares overflow beyond magnitudes of about 1.8e19:
+(relative precision near cos = 1; tests/test_backend_cosine.py). Float32 squares overflow beyond
+magnitudes of about 1.8e19:
 the cosine of such outputs is then not meaningful (its sums are infinite).
 
 Float64 data needs float64 arithmetic: with float32 accumulation, a pair where either side is

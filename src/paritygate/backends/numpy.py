@@ -9,7 +9,8 @@ largest ones are visited a second time.
 The blocks are split between threads (``PARITYGATE_THREADS``, else every core this process may
 use); each block fills its own row of partials, so the results do not depend on the thread count.
 When numba is importable and the arrays are large enough to repay the compilation, a fused kernel
-(:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass. ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
+(:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass.
+``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
 
 Definitions (docs/architecture.md): non-finite positions are accounted separately and excluded
 from the numeric metrics; ULPs are counted in the coarser floating dtype of the two; integers are
@@ -114,7 +115,8 @@ def _as_array(obj: Any, side: str, path: str) -> np.ndarray:
         ) from None
     if arr.dtype.kind == "O":
         raise InputError(
-            f"{side} is an object array of shape {arr.shape}; only numeric, bool and string outputs "
+            f"{side} is an object array of shape {arr.shape}; only numeric, bool and string "
+            "outputs "
             "can be compared",
             where=path or None,
         )
@@ -145,7 +147,10 @@ def _prepare(actual: Any, expected: Any, path: str) -> _Pair:
         e = np.ascontiguousarray(e.astype(compared_as, copy=False))[..., None].view(component)
         shape = shape + (2,)
         ulp = "float32" if "complex64" in (da, de) else "float64"
-        pair_note = f"{compared_as} compared as ({component} real, imaginary) pairs: last index 0=real 1=imag"
+        pair_note = (
+            f"{compared_as} compared as ({component} real, imaginary) pairs: "
+            "last index 0=real 1=imag"
+        )
         note = f"{note}; {pair_note}" if note else pair_note
         compared_as = component
         mode = "float"

@@ -13,7 +13,8 @@ Complex tensors are compared as (real, imaginary) pairs along a last axis of len
 Accuracy: values are compared and sums accumulated in float64 (CPU and CUDA; MPS has no float64
 and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12, and ``one_minus_cosine`` is within
 ``1e-12 * |a - e|^2 / (2 |a| |e|)`` of its exact value on the CPU and on CUDA, chunked or Triton
-(relative precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). Integers are compared in float64
+(relative precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). Integers are
+compared in float64
 with an exact inequality test, so no wrap-around occurs and a difference of one is never lost;
 integer values beyond 2**53 are reported rounded to float64 in the worst-k list. Bool outputs are
 compared as 0/1 exactly.
@@ -283,7 +284,7 @@ def _chunk_stats(
 
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare a torch tensor with a torch tensor or a numpy array on the tensor's device."""
-    torch = _torch()
+    _torch()
     device = _device_of(actual, expected, path)
     side_a, side_e = _Side(actual, device, path), _Side(expected, device, path)
     if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):

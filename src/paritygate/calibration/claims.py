@@ -71,7 +71,8 @@ def calibrate_claim(
     if candidate is None:
         if len(claim.candidates) != 1:
             raise InputError(
-                f"the claim covers candidates {', '.join(claim.candidates)}: name one with --candidate",
+                f"the claim covers candidates {', '.join(claim.candidates)}: name one with "
+                "--candidate",
                 where=where,
             )
         candidate = claim.candidates[0]
@@ -163,7 +164,8 @@ def calibrate_claim(
                 if claim.activity
                 else None
             ),
-            label=f"{candidate} against {'the recorded reference' if recorded else loaded.reference.name}",
+            label=f"{candidate} against "
+            f"{'the recorded reference' if recorded else loaded.reference.name}",
         )
         if claim.metric == "max_edge_delta":
             result.claim_metric_name = "max_edge_delta"
@@ -184,7 +186,8 @@ def calibrate_claim(
             # An approximation changes the output on purpose, by more than a float16 drop or 1 %
             # noise may: those output-level mutations measure numerical noise, not its bugs.
             result.reason += (
-                "; an approximation claim is calibrated against the bugs it must catch: model-level "
+                "; an approximation claim is calibrated against the bugs it must catch: "
+                "model-level "
                 "mutations of the approximation (--model-mutation) with --mutations none, unless "
                 "the output-level ones inside the noise are bugs this claim must catch"
             )

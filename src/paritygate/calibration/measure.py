@@ -69,7 +69,8 @@ def calibrate(
     (all by default). ``model_mutations`` maps a name to a callable returning a mutated
     candidate's outputs for a case (a zeroed block, a scaled residual). ``margin_for`` names the
     spread a bound must absorb beyond this machine's noise, as factors (``{"other machine": 2}``).
-    SSIM (for image outputs) needs ``ssim_data_range`` and, for colour images, ``ssim_channel_axis``.
+    SSIM (for image outputs) needs ``ssim_data_range`` and, for colour images,
+    ``ssim_channel_axis``.
     ``counters`` names activity counters the candidate reports (``skipped_steps``): their values
     are recorded per run, and per model mutation, so an activity band can be read off them.
     ``activity_band`` is the claim's band ``(counter, min, max)``: a model mutation whose counter
@@ -91,7 +92,8 @@ def calibrate(
         raise InputError("calibration needs cases: got none")
     if len(cases) < min_cases:
         raise InputError(
-            f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the next "
+            f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the "
+            "next "
             f"case exceeds the largest observed noise with probability about 1/(n+1)",
             hint="add cases, or pass min_cases= to accept the larger risk knowingly",
         )
@@ -293,7 +295,8 @@ def calibrate(
 def _pair(value: Any, where: str) -> tuple[Any, Any]:
     if not (isinstance(value, tuple) and len(value) == 2):
         raise InputError(
-            f"run_pair must return (baseline_outputs, candidate_outputs), got {type(value).__name__}",
+            "run_pair must return (baseline_outputs, candidate_outputs), got "
+            f"{type(value).__name__}",
             where=where,
         )
     return value
@@ -309,7 +312,8 @@ def _counter(tree: Any, name: str, where: str) -> float:
     array = np.asarray(value if array is None else array)
     if array.size != 1 or array.dtype.kind not in "biuf":
         raise InputError(
-            f"{where}: activity counter {name!r} is not one number ({array.dtype}, shape {array.shape})"
+            f"{where}: activity counter {name!r} is not one number ({array.dtype}, shape "
+            f"{array.shape})"
         )
     return float(array.reshape(()))
 
@@ -351,7 +355,8 @@ def _same_outputs(
     baseline: Mapping[str, Any], other: Mapping[str, Any], covered: Sequence[str], where: str
 ) -> None:
     # The unmutated candidate against the baseline: a change of structure here is an error of the
-    # measurement itself (there is no noise to calibrate), unlike a mutated model's, which is caught.
+    # measurement itself (there is no noise to calibrate), unlike a mutated model's, which is
+    # caught.
     why = "the unmutated candidate must report the baseline's outputs in the baseline's shapes"
     missing = [p for p in covered if p not in other]
     if missing:
@@ -365,7 +370,8 @@ def _same_outputs(
             )
         if baseline[path].shape != other[path].shape:
             raise InputError(
-                f"output {path!r} of the unmutated candidate: shape {other[path].shape} against the "
+                f"output {path!r} of the unmutated candidate: shape {other[path].shape} against "
+                "the "
                 f"baseline's {baseline[path].shape}",
                 where=where,
                 hint=why,

@@ -11,7 +11,8 @@ from .result import CalibrationResult, _g
 
 
 def calibration_plot(result: CalibrationResult, path: str | Path) -> Path:
-    """Histograms of the noise and of each mutation's signal on the claim's metric, with the bound."""
+    """Histograms of the noise and of each mutation's signal on the claim's metric, with the
+    bound."""
     # A bare Figure (no pyplot): no global backend or figure state is touched.
     from matplotlib.figure import Figure
 

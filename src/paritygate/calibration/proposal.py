@@ -122,7 +122,8 @@ def _propose(result: CalibrationResult) -> None:
         result.refused = True
         named = ", ".join(f"{n} x{f:g}" for n, f in result.margins.items())
         result.reason = (
-            f"{NO_GAP_REASON}: with the margin for {named} the bound {_g(bound)} reaches the smallest "
+            f"{NO_GAP_REASON}: with the margin for {named} the bound {_g(bound)} reaches the "
+            "smallest "
             f"bug signal {_g(dist.smallest_bug)} ({dist.smallest_bug_mutation})"
         )
         return

@@ -61,7 +61,8 @@ class MutationSummary:
     smallest_signal: float | None  # on the claim's metric, least detectable case
     caught: int | None = None  # cases the proposed bound catches (None without a proposal)
     caught_by: str = ""  # set when the claim's activity band, not its metric, rejects it
-    # per case where a model mutation changed the outputs' structure: "case c: structure changed: ..."
+    # per case where a model mutation changed the outputs' structure: "case c: structure changed:
+    # ..."
     structure_changed: list[str] = field(default_factory=list)
     changed_cases: list[str] = field(default_factory=list)  # the cases it changed
 
@@ -74,7 +75,8 @@ class MutationSummary:
 
 @dataclass
 class CalibrationResult:
-    """Distributions, gap, risk and the proposal. Truthy when a bound (or exact claim) is proposed."""
+    """Distributions, gap, risk and the proposal. Truthy when a bound (or exact claim) is
+    proposed."""
 
     metric: str
     direction: str
@@ -158,7 +160,8 @@ class CalibrationResult:
             f"{self.n} cases x {self.repeats} repeat(s){', reordered' if self.reorder else ''}",
             f"outputs: {', '.join(self.outputs)}",
             "",
-            f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  gap",
+            f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  "
+            "gap",
         ]
         for name, dist in self.by_metric.items():
             noise = [v for v in dist.noise if not math.isnan(v)]
@@ -278,7 +281,10 @@ class CalibrationResult:
         bug = dist.smallest_bug if dist.direction == "max" else 1.0 - dist.smallest_bug
         if noise <= 0:
             return f"{head}: width {_g(dist.gap)}; the noise is exactly zero"
-        return f"{head}: width {_g(dist.gap)}, the bug {bug / noise:.3g}x the noise's distance from agreement"
+        return (
+            f"{head}: width {_g(dist.gap)}, the bug {bug / noise:.3g}x the noise's distance "
+            "from agreement"
+        )
 
     def coverage(self) -> dict[str, Any]:
         """Which mutations the cases exercise, and which cases no mutation changed."""
@@ -327,5 +333,6 @@ class CalibrationResult:
 
 
 def _g(value: float | None) -> str:
-    """Four significant digits; values just below 1 (cosine, SSIM) as ``1-d`` so they stay legible."""
+    """Four significant digits; values just below 1 (cosine, SSIM) as ``1-d`` so they stay
+    legible."""
     return format_number(value, digits=4, near_one=True)

@@ -1,4 +1,5 @@
-"""``paritygate calibrate SPEC --claim ID``: measure a claim's noise and bug signals, propose a bound."""
+"""``paritygate calibrate SPEC --claim ID``: measure a claim's noise and bug signals, propose a
+bound."""
 
 from __future__ import annotations
 
@@ -194,7 +195,8 @@ def calibrate_command(
             spec, claim_id, result, cases=chosen if isinstance(chosen, list) else None
         )
         click.echo(
-            f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = {fields['bound']:.12g}, "
+            f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = "
+            f"{fields['bound']:.12g}, "
             f"status = calibrated, with its basis, to {spec}"
         )
     return 0

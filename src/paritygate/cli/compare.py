@@ -1,4 +1,5 @@
-"""``paritygate compare A B``: compare two output files (A actual / candidate, B expected / reference)."""
+"""``paritygate compare A B``: compare two output files (A actual / candidate, B expected /
+reference)."""
 
 from __future__ import annotations
 

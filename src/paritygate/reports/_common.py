@@ -108,7 +108,8 @@ def failure_text(failure: dict[str, Any]) -> str:
         parts.append(f"bound {fmt(failure['bound'])}")
     if failure.get("excess") is not None:
         parts.append(
-            f"{_excess_word(failure.get('observed'), failure.get('bound'))} {fmt(failure['excess'])}"
+            f"{_excess_word(failure.get('observed'), failure.get('bound'))} "
+            f"{fmt(failure['excess'])}"
         )
     text = " ".join(p for p in parts if p)
     if failure.get("detail"):
@@ -125,7 +126,8 @@ def verdict_message(verdict: dict[str, Any]) -> str:
     text = f"{verdict.get('metric', '')} observed {fmt(verdict.get('observed'))}{unit}"
     text += f", bound {fmt(verdict.get('bound'))}{unit}"
     if verdict.get("excess") is not None:
-        text += f", {_excess_word(verdict.get('observed'), verdict.get('bound'))} {fmt(verdict.get('excess'))}"
+        word = _excess_word(verdict.get("observed"), verdict.get("bound"))
+        text += f", {word} {fmt(verdict.get('excess'))}"
     return text
 
 
@@ -174,7 +176,8 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
             parts.append(text)
         if as_float(evidence.get("threshold")) is not None:
             parts.append(
-                f"threshold {100.0 * evidence['threshold']:.2f}% {evidence.get('threshold_source', '')}".rstrip()
+                f"threshold {100.0 * evidence['threshold']:.2f}% "
+                f"{evidence.get('threshold_source', '')}".rstrip()
             )
         design = (evidence.get("provenance") or {}).get("design")
         if isinstance(design, dict):
@@ -193,7 +196,8 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
     if samples and str(verdict.get("metric", "")).startswith("p"):
         text = (
             f"{verdict.get('metric')} {fmt(verdict.get('observed'))} ms of {len(samples)} samples "
-            f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max {fmt(max(samples))} ms)"
+            f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max "
+            f"{fmt(max(samples))} ms)"
         )
         if as_float(evidence.get("cold_ms")) is not None:
             text += f"; cold call {fmt(evidence['cold_ms'])} ms"

@@ -54,7 +54,10 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
     lines = [f"output {output_name(out.path)}: {_verdict(out.passed)}"]
     ind = "  "
     shape = "scalar" if out.shape == () else ("-" if out.shape is None else str(tuple(out.shape)))
-    facts = f"{ind}shape {shape}, {out.size} elements; actual {out.dtype_actual}, expected {out.dtype_expected}"
+    facts = (
+        f"{ind}shape {shape}, {out.size} elements; actual {out.dtype_actual}, "
+        f"expected {out.dtype_expected}"
+    )
     facts += f"; compared as {out.compared_as} on {out.backend}"
     lines.append(facts)
     if out.promotion:
