@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-compare test test-gpu venv clean chromium docs
+.PHONY: demo demo-compare test test-gpu venv clean chromium docs test-fast test-backends test-integration
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,18 @@ chromium:
 
 test: $(VENV)/.test-installed chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The framework-free unit tests: seconds; run them on every change.
+test-fast: $(VENV)/.test-installed
+	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# One file per framework; PARITYGATE_TEST_FRAMEWORKS=torch,mlx selects some.
+test-backends: $(VENV)/.test-installed
+	$(PY) -m pytest -q tests/backends $(PYTEST_ARGS)
+
+# The gate, CLI, bootstrap, dependencies and the examples end to end (marked slow).
+test-integration: $(VENV)/.test-installed chromium
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU: every backend test file (torch, JAX, MLX, ONNX Runtime, 1 - cosine
 # on every device) on the frameworks' default devices, then every gpu-marked test elsewhere.

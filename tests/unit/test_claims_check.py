@@ -383,7 +383,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 def test_box_port_example_readme_against_its_2px_and_30px_specs():
     # The seed-002 incident on the box-port example, as shipped: the README publishes 2 px; the
     # strict spec agrees, the 30 px spec is caught.
-    example = Path(__file__).resolve().parent.parent / "examples" / "box_port"
+    example = Path(__file__).resolve().parents[2] / "examples" / "box_port"
     readme = example / "README.md"
     strict = check_claims([readme], example / "parity.toml")
     assert strict.problems == [] and any(m.kind == "claim" for m in strict.markers)

@@ -25,7 +25,7 @@ import pytest
 
 import paritygate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(paritygate.__file__).resolve().parents[1]
 CORE = {"numpy", "safetensors", "ml_dtypes", "click", "rich", "tomlkit", "scipy"}
 if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):

@@ -18,7 +18,7 @@ from paritygate.equivalence import check_equivalence
 from paritygate.errors import SpecError
 from paritygate.spec import METRICS, load_spec
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "spec.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 
 
 def _docs_rows() -> dict[str, tuple[str, str]]:

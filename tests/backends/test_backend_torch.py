@@ -9,6 +9,7 @@ import pytest
 import torch
 from backend_reference import cases, check, reference, run_isolated
 
+from paritygate import compare, flatten_outputs, paired
 from paritygate.backends import get_backend
 from paritygate.backends import torch as torch_backend
 from paritygate.errors import InputError
@@ -269,3 +270,63 @@ def test_complex_tensors_compared_as_pairs_like_the_host():
     assert torch_backend.compare_arrays(torch.from_numpy(a), a.copy(), tol, "c").passed
     with pytest.raises(InputError, match="complex"):
         torch_backend.compare_arrays(torch.from_numpy(a), a.real.copy(), tol, "c")
+
+
+# The small model of tests/unit/test_paired.py: a stack of tanh layers.
+PAIRED_RNG = np.random.default_rng(0)
+WEIGHTS = PAIRED_RNG.standard_normal((4, 16, 16)).astype(np.float32) / 4
+INPUT = PAIRED_RNG.standard_normal((8, 16)).astype(np.float32)
+
+# ---------------------------------------------------------------------------------------------
+# torch arrays through the framework-free layers (comparison, outputs, paired, calibration,
+# equivalence)
+
+
+def test_torch_tensors_are_compared_exactly():
+    import torch
+
+    w = torch.from_numpy(WEIGHTS)
+
+    def torch_model(scale: float = 1.0):
+        h = torch.from_numpy(INPUT)
+        for i in range(w.shape[0]):
+            h = torch.tanh(h @ w[i])
+        return (h * scale, h.to(torch.bfloat16))
+
+    assert paired(torch_model, torch_model)
+    planted = paired(torch_model, lambda: torch_model(1.5), orders=("forward",))
+    assert [d.path for d in planted.checks[0].differences] == ["0"]
+
+
+def test_framework_tensors_are_leaves():
+    import torch
+
+    t = torch.zeros(2, 3)
+    leaves = flatten_outputs({"hidden": t, "pair": (t, t)})
+    assert leaves["hidden"] is t and list(leaves) == ["hidden", "pair/0", "pair/1"]
+
+
+def test_framework_tensor_goes_to_its_backend():
+    import torch
+
+    e = np.linspace(-1, 1, 100, dtype=np.float32)
+    t = torch.from_numpy(e.copy())
+    t[7] += 0.5
+    out = compare({"x": t}, {"x": e}, atol=1e-3)["x"]
+    assert out.backend == "torch"
+    assert out.mismatches == 1 and out.worst[0].index == (7,)
+    assert compare({"x": torch.from_numpy(e.copy())}, {"x": e}).passed
+
+
+def test_two_frameworks_meet_on_the_host_and_say_so():
+    import mlx.core as mx
+    import torch
+
+    e = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = e.copy()
+    a[2, 1] = 100.0
+    out = compare(torch.from_numpy(a), mx.array(e), atol=1e-3)[""]
+    assert "different frameworks" in out.promotion
+    assert "torch" in out.promotion and "mlx" in out.promotion
+    assert out.mismatches == 1 and out.worst[0].index == (2, 1)
+    assert compare(torch.from_numpy(e), mx.array(e)).passed

@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "paritygate"
 
 
@@ -116,7 +116,7 @@ def test_no_import_circle_inside_the_package():
     assert cycles(graph) == []
 
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_architecture_md_lists_every_module():
@@ -160,3 +160,18 @@ def test_ruff_lint_and_format_are_clean():
         text=True,
     )
     assert fmt.returncode == 0, fmt.stdout[-4000:] + fmt.stderr[-2000:]
+
+
+def test_unit_tests_import_no_framework():
+    """tests/unit stays framework-free: framework cases live in tests/backends."""
+    frameworks = {"torch", "mlx", "jax", "jaxlib", "onnxruntime", "tensorflow"}
+    found = []
+    for path in sorted((ROOT / "tests" / "unit").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            found += [f"{path.name}:{node.lineno}" for n in names if n.split(".")[0] in frameworks]
+    assert found == []

@@ -15,7 +15,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from backend_reference import cases, check, reference, run_isolated
+from spec_helpers import TINY_SPEC, make_project
 
+from paritygate import calibrate, check_equivalence, paired
 from paritygate.backends import get_backend
 from paritygate.backends import mlx as mlx_backend
 from paritygate.errors import InputError
@@ -371,3 +373,65 @@ def test_complex_arrays_fall_back_to_the_host_and_say_so():
     result = mlx_backend.compare_arrays(mx.array(a), mx.array(e), Tolerance(atol=1e-3), "c")
     assert not result.passed and result.mismatches == 1 and "on the host" in result.promotion
     assert result.worst[0].index == (1, 0)
+
+
+# The small model of tests/unit/test_paired.py: a stack of tanh layers.
+PAIRED_RNG = np.random.default_rng(0)
+WEIGHTS = PAIRED_RNG.standard_normal((4, 16, 16)).astype(np.float32) / 4
+INPUT = PAIRED_RNG.standard_normal((8, 16)).astype(np.float32)
+
+# ---------------------------------------------------------------------------------------------
+# mlx arrays through the framework-free layers (comparison, outputs, paired, calibration,
+# equivalence)
+
+
+def test_mlx_lazy_results_are_evaluated_and_compared_exactly():
+    import mlx.core as mx
+
+    w = mx.array(WEIGHTS)
+    x = mx.array(INPUT)
+
+    def mlx_model(bias: float = 0.0):
+        h = x
+        for i in range(w.shape[0]):
+            h = mx.tanh(h @ w[i])
+        return {"latents": h + bias, "bf16": h.astype(mx.bfloat16)}
+
+    result = paired(mlx_model, mlx_model)
+    assert result and result.run_counts == {"baseline": 3, "candidate": 3}
+
+    planted = paired(mlx_model, lambda: mlx_model(1e-3), orders=("forward",))
+    assert not planted and planted.checks[1].passed
+    (difference,) = planted.checks[0].differences
+    assert difference.path == "latents" and difference.max_abs == pytest.approx(1e-3, rel=1e-2)
+
+    def bf16_changed():
+        out = mlx_model()
+        out["bf16"] = mx.concatenate([out["bf16"][:1] * 2, out["bf16"][1:]])
+        return out
+
+    planted = paired(mlx_model, bf16_changed, orders=("forward",))
+    (difference,) = planted.checks[0].differences
+    assert difference.path == "bf16" and difference.first_index[0] == 0
+
+
+def test_mlx_outputs_are_evaluated(tmp_path):
+    import mlx.core as mx
+
+    spec = make_project(tmp_path, TINY_SPEC)
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    assert check_equivalence("y-close", {"y": mx.tanh(mx.array(x))}, {"y": np.tanh(x)}, spec=spec)
+
+
+def test_mlx_outputs_are_evaluated_and_measured():
+    import mlx.core as mx
+
+    def pair(case):
+        x = mx.array(np.random.default_rng(100 + case).standard_normal((12, 24)), mx.float32)
+        w = mx.array(np.random.default_rng(0).standard_normal((24, 24)) / 5, mx.float32)
+        fused = mx.tanh(x @ w)
+        split = mx.tanh(mx.concatenate([x[:, :12] @ w[:12] + x[:, 12:] @ w[12:]], axis=0))
+        return {"y": fused}, {"y": split}
+
+    result = calibrate(pair, 16)
+    assert result.claim_metric.largest_noise > 0 and result.proposal == "tolerance"

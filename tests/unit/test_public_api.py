@@ -11,7 +11,7 @@ import pytest
 
 import paritygate
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def private_uses(source: str, where: str = "<source>") -> list[str]:

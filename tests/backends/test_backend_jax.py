@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from backend_reference import cases, check, reference, run_isolated
 
+from paritygate import compare, paired
 from paritygate.backends import get_backend
 from paritygate.backends import jax as jax_backend
 from paritygate.errors import InputError
@@ -194,3 +195,39 @@ def test_complex_arrays_fall_back_to_the_host_and_say_so():
     result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), Tolerance(atol=1e-3), "c")
     assert not result.passed and result.mismatches == 1 and "on the host" in result.promotion
     assert result.worst[0].index == (1, 0)
+
+
+# The small model of tests/unit/test_paired.py: a stack of tanh layers.
+PAIRED_RNG = np.random.default_rng(0)
+WEIGHTS = PAIRED_RNG.standard_normal((4, 16, 16)).astype(np.float32) / 4
+INPUT = PAIRED_RNG.standard_normal((8, 16)).astype(np.float32)
+
+# ---------------------------------------------------------------------------------------------
+# jax arrays through the framework-free layers (comparison, outputs, paired, calibration,
+# equivalence)
+
+
+def test_jax_results_are_waited_for_and_compared_exactly():
+    import jax.numpy as jnp
+
+    w = jnp.asarray(WEIGHTS)
+
+    def jax_model(shift: float = 0.0):
+        h = jnp.asarray(INPUT)
+        for i in range(w.shape[0]):
+            h = jnp.tanh(h @ w[i])
+        return {"latents": h + shift, "bf16": h.astype(jnp.bfloat16)}
+
+    assert paired(jax_model, jax_model)
+    planted = paired(jax_model, lambda: jax_model(0.5), orders=("reversed",))
+    (difference,) = planted.checks[0].differences
+    assert difference.path == "latents" and difference.max_abs == pytest.approx(0.5)
+
+
+def test_jax_arrays_compare_with_numpy():
+    import jax.numpy as jnp
+
+    e = np.ones(5, np.float32)
+    out = compare(jnp.asarray(e) * 2, e, atol=0.5)[""]
+    assert out.mismatches == 5 and out.max_abs == 1.0
+    assert compare(jnp.asarray(e), e).passed

@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from backend_reference import cases, check, reference, run_isolated
 
+from paritygate import compare
 from paritygate.backends import get_backend
 from paritygate.backends import onnxruntime as ort_backend
 
@@ -99,3 +100,25 @@ def test_host_memory_two_1gib_ort_values():
     )
     assert values["mismatches"] == (1 << 30) // 8
     assert values["extra_mib"] <= 64, values
+
+
+# ---------------------------------------------------------------------------------------------
+# onnxruntime arrays through the framework-free layers (comparison, outputs, paired, calibration,
+# equivalence)
+
+
+def test_empty_framework_output_against_a_non_empty_one_fails_without_reading_data():
+    import onnxruntime as ort
+    import torch
+
+    for empty, full in (
+        (torch.zeros(0, 4), np.ones((2, 4))),
+        (ort.OrtValue.ortvalue_from_numpy(np.zeros((0, 4), np.float32)), np.ones((2, 4))),
+    ):
+        out = compare({"boxes": empty}, {"boxes": full})["boxes"]
+        assert not out.passed and [f.metric for f in out.failures] == ["size"]
+        assert (
+            "actual is empty with shape (0, 4), expected has 8 element(s) with shape (2, 4)"
+            in out.failures[0].detail
+        )
+        assert compare({"boxes": empty}, {"boxes": np.zeros((0, 4))}).passed

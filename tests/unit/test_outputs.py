@@ -72,14 +72,6 @@ def test_list_of_arrays_is_a_container():
     assert list(leaves) == ["0", "1"]
 
 
-def test_framework_tensors_are_leaves():
-    import torch
-
-    t = torch.zeros(2, 3)
-    leaves = flatten_outputs({"hidden": t, "pair": (t, t)})
-    assert leaves["hidden"] is t and list(leaves) == ["hidden", "pair/0", "pair/1"]
-
-
 def test_duck_typed_arrays_are_leaves():
     class Duck:
         shape = (2,)
