@@ -28,10 +28,10 @@ from typing import Any
 
 from .drift import runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
-from .errors import InputError, SpecError, UserError
+from .errors import InputError, RunFailure, SpecError, UserError
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
-from .runners import RunFailure, make_runner
+from .runners import make_runner
 from .spec import Claim, Spec, did_you_mean
 
 __all__ = ["run_gate", "current_hardware", "CROSS_ADAPTER_PREFIX", "Progress"]

@@ -173,7 +173,8 @@ def runner_table(role: str, target: str, *, output_format: str = "npz") -> dict[
 
 def _discover_outputs(root: Path, spec_text: str, spec_path: Path) -> list[str]:
     """Run the reference on the first case (as the spec will) and list the outputs it returns."""
-    from .runners import RunFailure, make_runner
+    from .errors import RunFailure
+    from .runners import make_runner
     from .spec import spec_from_text
 
     spec = spec_from_text(spec_text, spec_path)

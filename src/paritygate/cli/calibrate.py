@@ -136,10 +136,9 @@ def calibrate_command(
         mutations_named,
         write_bound,
     )
-    from ..errors import InputError
+    from ..errors import InputError, RunFailure
     from ..files import atomic_write_text
     from ..results import to_jsonable
-    from ..runners import RunFailure
 
     chosen = choose_cases(spec, cases, case_names, skipped)
     from ..spec import load_spec as _load
