@@ -233,6 +233,9 @@ class CalibrationResult:
         exact = metric == "exact"
         if exact:
             metric, bound = "max_abs", 0.0
+        entry = claim_metrics.METRICS.get(metric)
+        if entry is not None and entry.calibrated_through:  # per-edge claims: through max_abs
+            metric = entry.calibrated_through
         dist = self.by_metric.get(metric)
         if dist is None:
             return f"{metric} was not measured"

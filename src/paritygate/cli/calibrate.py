@@ -168,7 +168,7 @@ def calibrate_command(
     sign = "<=" if current.direction == "max" else ">="
     click.echo(
         f"spec now: {current.metric} {sign} {current.bound:g} (status {current.status}): "
-        f"{result.judge_bound('max_abs' if current.metric == 'max_edge_delta' else current.metric, current.bound)}"
+        f"{result.judge_bound(current.metric, current.bound)}"
     )
     if current.activity is not None:
         band = current.activity

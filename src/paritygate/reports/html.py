@@ -46,7 +46,8 @@ figure img{max-width:100%} figcaption{font-size:0.85em;color:#57606a}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:0.6em 1em}
 .failure{margin:0.3em 0 0.3em 1.5em} details{margin:0.3em 0} summary{cursor:pointer}
 pre{background:#f6f8fa;padding:0.6em;overflow-x:auto;white-space:pre-wrap;max-width:100%}
-pre code,td code{overflow-wrap:anywhere} table.claims td:nth-child(-n+8){white-space:nowrap} div.wide{overflow-x:auto;max-width:100%}
+pre code,td code{overflow-wrap:anywhere} table.claims td:nth-child(-n+8){white-space:nowrap}
+div.wide{overflow-x:auto;max-width:100%}
 table.claims code{overflow-wrap:normal}
 """
 

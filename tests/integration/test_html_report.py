@@ -4,19 +4,16 @@ plots, readable numbers, provenance as a table; checked in a real headless Chrom
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from paritygate.reports import render_html
 from paritygate.results import ClaimVerdict, Failure, GateResult
 
-DEMO_RESULT = Path(__file__).parent / "data" / "demo-result.json"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+DEMO_RESULT = Path(__file__).resolve().parents[1] / "data" / "demo-result.json"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SCREEN = (1280, 800)  # one screen
 
 
