@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from paritygate.gate import run_gate
-from paritygate.spec import load_spec
+from paritygate import load_spec, run_gate
 
 EXAMPLE = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 DOCS += sorted((ROOT / "examples").glob("*/README.md"))
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```", re.S | re.M)
@@ -150,7 +150,8 @@ PLUGIN_PAGE = ROOT / "docs" / "pytest-plugin.md"
 
 
 def test_the_pytest_plugin_page_example_runs_against_the_box_port(pytester):
-    """docs/pytest-plugin.md's first example, as written, in tests/ of a copy of examples/box_port."""
+    """docs/pytest-plugin.md's first example, as written, in tests/ of a copy of
+    examples/box_port."""
     from spec_helpers import copy_box_port
 
     project = copy_box_port(pytester.path)
