@@ -130,7 +130,8 @@ class Reference:
             )
         path = self.folder / entry["file"]
         try:
-            data = flatten_outputs(load_outputs(path))
+            # Sorted by name, as safetensors.numpy.load_file gives them (its header order is not).
+            data = dict(sorted(flatten_outputs(load_outputs(path)).items()))
         except InputError as exc:
             raise DriftError(
                 f"reference file is damaged ({exc.message})",
