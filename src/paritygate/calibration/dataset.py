@@ -181,7 +181,8 @@ def calibrate_dataset_claim(
     refused, reason = (
         False,
         (
-            f"the one-sided {confidence:.0%} bootstrap bound over {len(names)} cases, rounded outwards"
+            f"the one-sided {confidence:.0%} bootstrap bound over {len(names)} cases, "
+            "rounded outwards"
         ),
     )
     if not mutated:
