@@ -194,8 +194,8 @@ def gpu_spec() -> None:
 
 
 def exact(claims: list[str] | None = None, spec: Path = SWEEP, write: bool = True) -> dict:
+    from paritygate import update_claim
     from paritygate.calibration import DEFAULT_MUTATIONS, calibrate_claim, write_bound
-    from paritygate.spec import update_claim
 
     OUT.mkdir(exist_ok=True)
     results = {}
@@ -315,7 +315,7 @@ def _ceil(x: float, digits: int = 3) -> float:
 
 
 def heldout() -> None:
-    from paritygate.spec import update_claim
+    from paritygate import update_claim
 
     run = heldout_outputs()
     metrics = heldout_metrics(run["items"], run["outputs"])
@@ -389,7 +389,7 @@ def agreement() -> None:
     against the baseline over every workload and sweep item (byte-equal on MLX CPU, so 1.0)."""
     import gate_runners
 
-    from paritygate.spec import load_spec, update_claim
+    from paritygate import load_spec, update_claim
 
     items = []
     for path in (SPEC, SWEEP):

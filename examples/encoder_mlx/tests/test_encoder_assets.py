@@ -7,16 +7,16 @@ import json
 import numpy as np
 
 
-def test_weights_config_and_tokenizer_are_pinned(example_on_path, data_mod, spec, heldout_spec):
+def test_weights_config_and_tokenizer_are_pinned(example_folder, data_mod, spec, heldout_spec):
     sums = {}
-    for line in (example_on_path / "weights" / "SHA256SUMS").read_text().splitlines():
+    for line in (example_folder / "weights" / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split()
         sums[name] = digest
     for s in (spec, heldout_spec):
         files = s.runners["baseline"].pins["files"]
         assert len(files) == 3
         for rel, digest in files.items():
-            assert data_mod.sha256_file(example_on_path / rel) == digest == sums[rel.split("/")[-1]]
+            assert data_mod.sha256_file(example_folder / rel) == digest == sums[rel.split("/")[-1]]
 
 
 def test_tokenizer_comes_from_the_tokenizers_library_and_covers_the_text(data_mod):
@@ -48,7 +48,7 @@ def test_a_changed_tokenizer_or_configuration_never_reuses_cached_ids(data_mod):
 
 
 def test_heldout_images_are_disjoint_from_training_and_at_least_500(
-    example_on_path, data_mod, heldout_spec
+    example_folder, data_mod, heldout_spec
 ):
     images, digits = data_mod.digits()
     train, held = data_mod.split()
@@ -67,7 +67,7 @@ def test_heldout_images_are_disjoint_from_training_and_at_least_500(
         assert all(2 <= len(it.options) <= data_mod.MAX_OPTIONS for it in part)
 
 
-def test_case_files_are_pinned_and_refuse_bad_items(example_on_path, data_mod, spec):
+def test_case_files_are_pinned_and_refuse_bad_items(example_folder, data_mod, spec):
     for case in spec.cases.values():
         assert data_mod.sha256_file(case.path) == case.sha256
     bad = {"format": "encoder-items", "version": 1, "items": [{"image": [17] * 64, "options": [1]}]}

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
+from paritygate import run_gate
 from paritygate.cli import main
-from paritygate.gate import run_gate
 
 BUGS = [
     ("compiled-exact", "stale-checkpoint", "mixed-lengths", "action"),
@@ -90,29 +90,29 @@ def test_quantization_that_quantizes_nothing_fails_its_activity_band(heldout_spe
 @pytest.mark.parametrize(
     "doc,spec_name", [("README.md", "parity.toml"), ("QUALITY.md", "parity-heldout.toml")]
 )
-def test_docs_publish_the_numbers_the_gates_enforce(example_on_path, doc, spec_name):
+def test_docs_publish_the_numbers_the_gates_enforce(example_folder, doc, spec_name):
     assert (
         main(
             [
                 "claims",
                 "check",
-                str(example_on_path / doc),
+                str(example_folder / doc),
                 "--spec",
-                str(example_on_path / spec_name),
+                str(example_folder / spec_name),
             ]
         )
         == 0
     )
 
 
-def test_a_doc_promising_more_than_the_gate_enforces_fails(example_on_path, tmp_path, capsys):
+def test_a_doc_promising_more_than_the_gate_enforces_fails(example_folder, tmp_path, capsys):
     project = tmp_path / "encoder_mlx"
     project.mkdir()
     for name in ("parity-heldout.toml", "README.md", "QUALITY.md"):
-        shutil.copy(example_on_path / name, project)
+        shutil.copy(example_folder / name, project)
     for folder in ("cases", "calibration"):
-        shutil.copytree(example_on_path / folder, project / folder)
-    text = (example_on_path / "QUALITY.md").read_text()
+        shutil.copytree(example_folder / folder, project / folder)
+    text = (example_folder / "QUALITY.md").read_text()
     marker = "<!-- claim: q4-action-accuracy -->"
     line = next(line for line in text.splitlines() if marker in line)
     import re
