@@ -8,10 +8,10 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def spec(example_on_path):
+def spec(example_folder):
     from paritygate import load_spec
 
-    return load_spec(example_on_path / "parity.toml")
+    return load_spec(example_folder / "parity.toml")
 
 
 @pytest.fixture(scope="module")
