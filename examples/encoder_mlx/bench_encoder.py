@@ -176,6 +176,12 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="*", help="workload classes (default: the plan's)")
     ap.add_argument("--blocks", type=int, help="block pairs per comparison (instead of budget)")
     ap.add_argument("--block-size", type=int, help="samples per side per block")
+    ap.add_argument(
+        "--extras-only",
+        action="store_true",
+        help="only the p95 latencies and the block-local sweep (merged into --out if it exists)",
+    )
+    ap.add_argument("--sweep-calls", type=int, default=20)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
@@ -203,7 +209,13 @@ def main() -> None:
         "workloads": {},
     }
     base = gate_runners.encoder_for("baseline")
-    for wname in chosen:
+    if args.extras_only:
+        if args.out.exists():
+            result = {**json.loads(args.out.read_text()), "extras_command": " ".join(sys.argv)}
+        chosen_runs = []
+    else:
+        chosen_runs = chosen
+    for wname in chosen_runs:
         items = loads[wname]
         prepared = data.prepare_items(tok, items)
         ids = [p.ids for p in prepared]
@@ -268,7 +280,7 @@ def main() -> None:
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
 
     # p95 from >= 200 single calls on the fixed-shape workload
-    if "fixed" in chosen and args.p95_calls:
+    if ("fixed" in chosen or args.extras_only) and args.p95_calls:
         items = loads["fixed"]
         lat = {}
         for name in ["baseline", *args.p95_candidates]:
@@ -279,7 +291,7 @@ def main() -> None:
             lat[name] = side
             print(f"[{label}] latency fixed {name}: {side}", flush=True)
         result["latency_fixed"] = lat
-    result["block_local_sweep"] = block_local_sweep(label)
+    result["block_local_sweep"] = block_local_sweep(label, calls=args.sweep_calls)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
