@@ -255,7 +255,7 @@ def test_odd_files_exit_2_with_one_line_naming_the_file(tmp_path, capsys):
             tmp_path / "full.safetensors",
             "truncated.safetensors: not a valid safetensors",
         ),
-        (truncated_npy, good, "truncated.npy: the .npy header claims shape (6,)"),
+        (truncated_npy, good, "truncated.npy: corrupt or truncated .npy"),
         (empty_npy, good, "empty.npy: is empty"),
         (object_npz, object_npz, "objects.npz[x]: holds an object array"),
         (wide, good, "good: shape mismatch: actual (2, 3) float32 vs expected (6,) float32"),
