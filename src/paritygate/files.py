@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import struct
 import tempfile
 import zipfile
@@ -44,8 +43,6 @@ __all__ = [
     "save_outputs",
     "atomic_write_bytes",
     "atomic_write_text",
-    "sibling_folder",
-    "replace_folder",
     "read_text",
     "sha256_file",
 ]
@@ -158,37 +155,6 @@ def read_text(
         raise error(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
     except OSError as exc:
         raise error(f"cannot read the {what}: {exc.strerror or exc}", where=str(path)) from None
-
-
-def sibling_folder(folder: str | os.PathLike[str], tag: str = "tmp") -> Path:
-    """A new empty folder beside ``folder`` (same file system, so it can replace it by rename),
-    with the permissions a plain mkdir would give."""
-    folder = Path(folder)
-    made = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.{tag}-"))
-    os.chmod(made, 0o777 & ~_umask())
-    return made
-
-
-def replace_folder(new: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
-    """Move the finished folder ``new`` to ``folder``, replacing it if it exists.
-
-    Readers see the old folder or the new one: the old one is renamed aside first and put back if
-    the second rename fails, then removed. Returns whether an old folder was replaced.
-    """
-    new, folder = Path(new), Path(folder)
-    if not folder.exists():
-        os.rename(new, folder)
-        return False
-    retired = sibling_folder(folder, "old")
-    os.rmdir(retired)
-    os.rename(folder, retired)
-    try:
-        os.rename(new, folder)
-    except BaseException:
-        os.rename(retired, folder)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
-    return True
 
 
 def _umask() -> int:

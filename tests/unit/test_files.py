@@ -406,17 +406,3 @@ def test_read_text_is_one_error_naming_the_file(tmp_path):
     assert info.value.where == str(tmp_path / "bad.toml")
     with pytest.raises(InputError, match="is a directory"):
         read_text(tmp_path, "doc")
-
-
-def test_replace_folder_swaps_whole_folders(tmp_path):
-    from paritygate.files import replace_folder, sibling_folder
-
-    target = tmp_path / "refs"
-    first = sibling_folder(target)
-    (first / "a.txt").write_text("1")
-    assert replace_folder(first, target) is False and (target / "a.txt").read_text() == "1"
-    second = sibling_folder(target)
-    (second / "b.txt").write_text("2")
-    assert replace_folder(second, target) is True
-    assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs"]  # nothing left beside it
