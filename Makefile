@@ -64,8 +64,8 @@ test-integration: $(VENV)/.test-installed chromium
 GPU_PYTHON ?= $(PY)
 test-gpu:
 	$(GPU_PYTHON) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'test-gpu: no CUDA device')"
-	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/test_backend_*.py $(PYTEST_ARGS)
-	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider -m gpu --ignore-glob='tests/test_backend_*.py' tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/backends/test_backend_*.py $(PYTEST_ARGS)
+	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider -m gpu --ignore=tests/backends tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 clean:
 	rm -rf $(VENV) reports build
