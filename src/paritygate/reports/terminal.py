@@ -461,7 +461,9 @@ def _failure_lines(claim: ClaimSummary, width: int) -> list[str]:
     rest = claim.failing[MAX_EXPANDED:]
     if rest:
         names = ", ".join(case_label(v) for v in rest[:8]) + (", …" if len(rest) > 8 else "")
-        lines += _wrap(f"… and {len(rest)} more failing: {names} (-v, report.html)", width, INDENT)
+        lines += _wrap(
+            f"… and {len(rest)} more failing: {names} (-v lists every case)", width, INDENT
+        )
     if claim.no_outputs:
         lines += _wrap(
             f"no outputs on {len(claim.no_outputs)} case(s): the runner failed (see above)",
