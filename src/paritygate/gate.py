@@ -162,14 +162,28 @@ def _dataset(
                 labels.append(label)
     evidence: dict[str, Any] = {"cases": len(cases)}
     observed: float | None = None
+    widths = sorted({r.shape[1] for r in rows})
     if rows:
-        scores = np.concatenate(rows)
-        evidence["rows"] = int(len(scores))
+        # Outputs of one claim may differ in class count (an action head and a choice head):
+        # decisions are taken per output, then pooled row by row.
+        decided = np.concatenate([r.argmax(axis=1) for r in rows])
+        evidence["rows"] = int(len(decided))
         if claim.metric == "accuracy":
-            hits = scores.argmax(axis=1) == np.concatenate(labels)
+            hits = decided == np.concatenate(labels)
             observed = float(np.mean(hits))
             _disagreeing(evidence, hits, origins, "wrong")
+        elif claim.metric == "ece" and len(widths) > 1:
+            failures.append(
+                Failure(
+                    "ece",
+                    None,
+                    None,
+                    detail=f"outputs {', '.join(claim.outputs)} hold {widths} classes: one"
+                    " calibration error pools one class count (one ece claim per output)",
+                )
+            )
         elif claim.metric == "ece":
+            scores = np.concatenate(rows)
             probs = (
                 _softmax(scores)
                 if claim.params.get("inputs", "probabilities") == "logits"
@@ -179,8 +193,8 @@ def _dataset(
                 probs, np.concatenate(labels), n_bins=int(claim.params.get("bins", 15))
             )
         else:  # agreement with the reference's argmax
-            if ref_rows and sum(len(r) for r in ref_rows) == len(scores):
-                hits = scores.argmax(axis=1) == np.concatenate(ref_rows).argmax(axis=1)
+            if ref_rows and sum(len(r) for r in ref_rows) == len(decided):
+                hits = decided == np.concatenate([r.argmax(axis=1) for r in ref_rows])
                 observed = float(np.mean(hits))
                 _disagreeing(evidence, hits, origins, "disagreeing")
             else:

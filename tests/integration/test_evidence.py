@@ -73,3 +73,74 @@ def test_nothing_to_measure_names_the_missing_output(tmp_path):
         "nothing to measure: no candidate output matches logits (claims.decisions.outputs)"
         in details
     )
+
+
+TWO_HEADS = """
+
+V = np.random.default_rng(1).standard_normal((8, 3))
+
+
+def reference_heads(case):
+    out = reference(case)
+    out["choice"] = case.load()["x"] @ V
+    return out
+
+
+def candidate_heads(case):
+    out = candidate32(case)
+    out["choice"] = case.load()["x"].astype(np.float32) @ V.astype(np.float32)
+    return out
+
+
+def candidate_heads_flip(case):
+    out = candidate_heads(case)
+    if case.name == "b":
+        out["choice"] = -out["choice"]
+    return out
+"""
+
+HEADS_CLAIM = """
+[claims.decisions]
+outputs = ["logits", "choice"]
+metric = "agreement"
+bound = 1.0
+oracle = "equivalence"
+status = "provisional"
+"""
+
+
+def _heads_project(tmp_path, candidate, claim=HEADS_CLAIM):
+    text = (
+        TINY_SPEC.replace('outputs = ["y", "logits"]', 'outputs = ["y", "logits", "choice"]')
+        .replace('callable = "tiny:reference"', 'callable = "tiny:reference_heads"')
+        .replace('callable = "tiny:candidate32"', f'callable = "tiny:{candidate}"')
+    )
+    path = make_project(tmp_path, text + claim, modules={"tiny.py": TINY_MODEL + TWO_HEADS})
+    record(load_spec(path))
+    return path
+
+
+def test_agreement_pools_outputs_with_different_class_counts(tmp_path):
+    # an action head (4 classes) and a choice head (3) under one claim: decided per output
+    (verdict,) = run_gate(
+        load_spec(_heads_project(tmp_path, "candidate_heads")), claims=["decisions"]
+    ).verdicts
+    assert verdict.passed and verdict.observed == 1.0 and verdict.evidence["rows"] == 12
+
+
+def test_agreement_over_two_heads_names_the_choice_rows_that_flipped(tmp_path):
+    path = _heads_project(tmp_path, "candidate_heads_flip")
+    (verdict,) = run_gate(load_spec(path), claims=["decisions"]).verdicts
+    assert not verdict.passed
+    assert verdict.evidence["disagreeing"][:1] == ["b/choice[0]"]
+    assert all(row.startswith("b/choice[") for row in verdict.evidence["disagreeing"])
+
+
+def test_ece_over_heads_with_different_class_counts_is_one_clear_failure(tmp_path):
+    claim = HEADS_CLAIM.replace('metric = "agreement"', 'metric = "ece"').replace(
+        "bound = 1.0", 'bound = 0.5\nparams = { inputs = "logits" }'
+    )
+    path = _heads_project(tmp_path, "candidate_heads", claim=claim)
+    (verdict,) = run_gate(load_spec(path), claims=["decisions"]).verdicts
+    assert not verdict.passed
+    assert "hold [3, 4] classes" in " ".join(f.detail for f in verdict.failures)
