@@ -569,8 +569,8 @@ def _check_npy_size(data: bytes, label: str) -> None:
     held = len(data) - stream.tell()
     if needed > held:
         raise InputError(
-            f"the .npy header claims shape {tuple(shape)} of {dtype} ({needed} bytes), the "
-            f"file holds {held} bytes of data: corrupt or truncated",
+            f"corrupt or truncated .npy: the header claims shape {tuple(shape)} of {dtype} "
+            f"({needed} bytes), the file holds {held} bytes of data",
             where=label,
         )
 

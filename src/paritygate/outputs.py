@@ -90,10 +90,11 @@ def flatten_outputs(tree: Any, *, root: str = ROOT) -> dict[str, Any]:
 
     A tree that is a single leaf is named ``root``. A key may hold a ``/``-joined name
     (``{"boxes/editor": x}`` names the same output as ``{"boxes": {"editor": x}}``). Raises
-    InputError naming the path for keys that are not strings or have an empty part, a nested
-    table that is empty (it names no output), two paths that collide or an output that is also a
-    folder of others, and values that are neither containers nor leaves (``None``,
-    arbitrary objects).
+    InputError naming the path for keys that are not strings or have an empty part, two paths
+    that collide or an output that is also a folder of others, and values that are neither
+    containers nor leaves (``None``, arbitrary objects). An empty nested table names no output
+    (a detector that found no box, a VAD that found no segment): whatever the other side holds
+    under it is a missing output there, which every comparison reports as a failure.
     """
     leaves: dict[str, Any] = {}
     _flatten(tree, ROOT, leaves)
@@ -136,8 +137,6 @@ def _flatten(node: Any, path: str, leaves: dict[str, Any]) -> None:
     if isinstance(node, np.ndarray) or isinstance(node, (str, bytes)) or _is_numeric_scalar(node):
         _add(leaves, path, node)
     elif isinstance(node, Mapping):
-        if not node and path:  # nothing under it would be compared
-            raise InputError("is an empty table: it names no output", where=where)
         for key, value in node.items():
             if not isinstance(key, str):
                 raise InputError(

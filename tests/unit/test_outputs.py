@@ -88,7 +88,6 @@ def test_duck_typed_arrays_are_leaves():
         ({"a": {"b//c": np.zeros(1)}}, "a", "no empty part"),
         ({"a": {"b/c": np.zeros(1), "b": {"c": np.ones(1)}}}, "a/b/c", "share this name"),
         ({"a": {"b": np.zeros(1), "b/c": np.ones(1)}}, "a/b/c", "also a folder"),
-        ({"a": {"b": {}}}, "a/b", "empty table"),
         ({"a": {"": np.zeros(1)}}, "a", "non-empty"),
         ({"a": [np.zeros(1), None]}, "a/1", "NoneType"),
         ({"a": {"b": object()}}, "a/b", "object"),
@@ -99,3 +98,13 @@ def test_bad_trees_name_the_path(tree, where, what):
         flatten_outputs(tree)
     assert info.value.where == where
     assert what in str(info.value)
+
+
+def test_an_empty_table_names_no_output_and_the_other_side_reports_it_missing():
+    # a port that finds no segment returns an empty table where the reference has segments
+    assert flatten_outputs({"segments": {}, "n": np.zeros(1)}) == {"n": np.zeros(1)}
+    from paritygate import compare
+
+    result = compare({"segments": {}}, {"segments": {"0": np.array([3, 9])}})
+    assert not result
+    assert "segments/0" in str(result)
