@@ -193,20 +193,28 @@ def gpu_spec() -> None:
     (HERE / "parity-gpu.toml").write_text(text)
 
 
-def exact(claims: list[str] | None = None, spec: Path = SWEEP, write: bool = True) -> dict:
+def exact(
+    claims: list[str] | None = None,
+    spec: Path = SWEEP,
+    write: bool = True,
+    cases: list[str] | None = None,
+) -> dict:
+    """Calibrate the exact claims over ``spec``'s cases (all 16, or ``cases`` for a dry run)."""
     from paritygate import update_claim
     from paritygate.calibration import DEFAULT_MUTATIONS, calibrate_claim, write_bound
 
-    OUT.mkdir(exist_ok=True)
+    if write:
+        OUT.mkdir(exist_ok=True)
     results = {}
     for claim_id in claims or list(EXACT_PLANS):
         mutation = EXACT_PLANS[claim_id]
         result = calibrate_claim(
             spec,
             claim_id,
+            cases=cases,
             mutations=DEFAULT_MUTATIONS,
             model_mutations={mutation: f"mutations:{mutation.replace('-', '_')}_case"},
-            min_cases=16,
+            min_cases=len(cases) if cases else 16,
         )
         print(result.summary(), "\n", flush=True)
         results[claim_id] = result.to_dict()
@@ -250,13 +258,17 @@ def mcnemar_exact(right_a: np.ndarray, right_b: np.ndarray) -> dict:
     return {"a_only_right": b, "b_only_right": c, "p_value": p}
 
 
-def heldout_outputs(names=("baseline", "q8", "q4"), bug: str | None = "two-bit-weights") -> dict:
+def heldout_outputs(
+    names=("baseline", "q8", "q4"), bug: str | None = "two-bit-weights", limit: int | None = None
+) -> dict:
+    """Outputs of ``names`` (and the planted bug) over the held-out items (the first ``limit``)."""
     import gate_runners
     import mutations
 
     items = []
     for k in range(10):
         items += data.read_items(HERE / "cases" / f"heldout-{k:02d}.json")
+    items = items[:limit]
     outs = {name: gate_runners.run_items(name, items) for name in names}
     if bug:
         runner, planted = mutations.MUTATIONS[bug]

@@ -1,12 +1,12 @@
 """Framework-free data of the encoder example: items, text, tokenizer and prepared batches.
 
-The task is scikit-learn's bundled handwritten digits (1797 8x8 images, no download), serialized
-as text. Every item is one image with one question: the **action** is the digit (10 classes,
-read at [CLS]), the **choice** question offers 1 to ``MAX_OPTIONS`` candidate digits behind
-``[OPT]`` markers, exactly one of them right (scored at the marker positions). Every item may
-carry a *rubric*: an instruction text in front of the grid that does not change the answer (it
-makes sequences long enough for the local attention window to matter, and it is the shared
-prefix the preparation cache reuses).
+The task is scikit-learn's bundled handwritten digits (1797 8x8 images, no download; pinned in
+``weights/digits.csv.gz``), serialized as text. Every item is one image with one question: the
+**action** is the digit (10 classes, read at [CLS]), the **choice** question offers 1 to
+``MAX_OPTIONS`` candidate digits behind ``[OPT]`` markers, exactly one of them right (scored at the
+marker positions). Every item may carry a *rubric*: an instruction text in front of the grid that
+does not change the answer (it makes sequences long enough for the local attention window to matter,
+and it is the shared prefix the preparation cache reuses).
 
 Text of one item (word-level tokens)::
 
@@ -22,6 +22,7 @@ both must give byte-identical ids (the gate checks it).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER_PATH = HERE / "weights" / "tokenizer.json"
+DIGITS_PATH = HERE / "weights" / "digits.csv.gz"
+DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
 
 MAX_OPTIONS = 5
 N_ACTIONS = 10
@@ -110,11 +113,17 @@ class Item:
 
 
 def digits() -> tuple[np.ndarray, np.ndarray]:
-    """(images (1797, 64) int, digits (1797,) int) from scikit-learn's bundled copy."""
-    from sklearn.datasets import load_digits
+    """(images (1797, 64) int, digits (1797,) int) from the pinned ``weights/digits.csv.gz``.
 
-    bunch = load_digits()
-    return bunch.data.astype(np.int64), bunch.target.astype(np.int64)
+    The file is scikit-learn's bundled copy of the UCI optical-digits test set (what
+    ``sklearn.datasets.load_digits`` reads; the assets test checks both agree), pinned by sha256 so
+    that the example runs where scikit-learn is not installed (the GPU machine).
+    """
+    if sha256_file(DIGITS_PATH) != DIGITS_SHA256:
+        raise ValueError(f"{DIGITS_PATH} does not match its pinned sha256 {DIGITS_SHA256}")
+    with gzip.open(DIGITS_PATH, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    return table[:, :-1], table[:, -1]
 
 
 def split(n: int = 1797, n_heldout: int = 600, seed: int = 13) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Planted bugs, one per optimization: each is a realistic mistake its gate must catch.
 
 Every mutation is a context manager that patches the example's code and restores it on exit, and
-a case-level runner (``<name>_case``) for calibration's ``model_mutations``. None is active
+a runner factory (``<name>_case``) for calibration's ``model_mutations``. None is active
 outside its ``with`` block.
 
 (1) compile: the compiled closure outlives a checkpoint swap (traced on the previous weights);
@@ -169,10 +169,19 @@ def run_mutated(mutation: str, case: Any) -> dict[str, Any]:
 
 
 def _case_runner(mutation: str):
-    def run(case: Any) -> dict[str, Any]:
-        return run_mutated(mutation, case)
+    """A factory like ``gate_runners.make``: calibration builds a mutated runner with the options
+    of the runner it stands in for (its name and device) and calls the result on every case."""
 
-    return run
+    def factory(name: str = "", device: str = "cpu"):
+        gate_runners.make(MUTATIONS[mutation][0], device)  # the device, and the model loaded
+
+        def run(case: Any) -> dict[str, Any]:
+            return run_mutated(mutation, case)
+
+        run.__name__ = f"{mutation.replace('-', '_')}_case"
+        return run
+
+    return factory
 
 
 stale_checkpoint_case = _case_runner("stale-checkpoint")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 
 def test_weights_config_and_tokenizer_are_pinned(example_folder, data_mod, spec, heldout_spec):
@@ -45,6 +46,24 @@ def test_a_changed_tokenizer_or_configuration_never_reuses_cached_ids(data_mod):
     )
     changed.prepare([item])
     assert changed.hits == 0
+
+
+def test_pinned_digits_are_scikit_learns_and_a_changed_file_is_refused(
+    data_mod, tmp_path, monkeypatch
+):
+    from sklearn.datasets import load_digits
+
+    images, digits = data_mod.digits()
+    bunch = load_digits()
+    assert images.shape == (1797, 64) and images.dtype == np.int64
+    assert np.array_equal(images, bunch.data) and np.array_equal(digits, bunch.target)
+    changed = tmp_path / "digits.csv.gz"
+    raw = bytearray(data_mod.DIGITS_PATH.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # one byte of the pinned file changed
+    changed.write_bytes(bytes(raw))
+    monkeypatch.setattr(data_mod, "DIGITS_PATH", changed)
+    with pytest.raises(ValueError, match="does not match its pinned sha256"):
+        data_mod.digits()
 
 
 def test_heldout_images_are_disjoint_from_training_and_at_least_500(
