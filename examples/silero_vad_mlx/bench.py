@@ -22,10 +22,8 @@ sequential); outputs checked against each other per block.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +33,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import runners  # noqa: E402
-import vad_gate  # noqa: E402
 
 
 class ChunkStream:
@@ -100,31 +97,22 @@ def onnx_stream(chunks):
 
 
 def provenance(case) -> dict:
-    from importlib.metadata import version
-
     from paritygate.bench import input_fingerprint
+    from paritygate.provenance import git_state, machine_facts, package_versions, utc_now
 
-    try:
-        revision = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        revision = "unknown"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    facts = machine_facts()
+    git = git_state(HERE) or {}
+    versions = package_versions(["silero-vad"])
     return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "source_revision": revision,
-        "machine": cpu,
+        "date": utc_now(),
+        "source_revision": git.get("revision", "unknown"),
+        "machine": facts["cpu"] or facts["machine"],
+        "cpu_isa": facts["cpu_isa"],
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "versions": {p: version(p) for p in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy")},
+        "versions": {
+            p: versions.get(p) for p in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy")
+        },
         "torch_threads": __import__("torch").get_num_threads(),
         "onnxruntime_threads": "intra 1, inter 1",
         "workload": "streaming, 1 chunk of 512 samples at 16 kHz per call, state kept",
@@ -148,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every result with raw samples here")
     args = parser.parse_args(argv)
 
-    case = next(c for c in vad_gate.load_cases() if c.name == "clean_speech")
+    from paritygate import load_spec
+
+    spec = load_spec(runners.SPEC_PATH)
+    case = next(c for c in runners.gated_cases(spec) if c.name == "clean_speech")
     chunks = case.samples[: (case.samples.size // 512) * 512].reshape(-1, 512).copy()
     # Each candidate's outputs are checked in every block against its own max-abs claim.
     bounds = {
-        "mlx": vad_gate.claim_bound("probability-max-abs"),
-        "onnxruntime": vad_gate.claim_bound("onnx-probability-max-abs"),
+        "mlx": spec.claims["probability-max-abs"].bound,
+        "onnxruntime": spec.claims["onnx-probability-max-abs"].bound,
     }
     runners.torchscript_model()  # importing silero_vad sets torch to one thread, as shipped
     prov = provenance(chunks)

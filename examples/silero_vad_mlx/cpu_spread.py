@@ -90,9 +90,8 @@ def machine() -> dict:
 
 def measure(skip: set[str], torch_threads: int | None = None) -> dict:
     import runners
-    import vad_gate
 
-    cases = vad_gate.load_cases()
+    cases = runners.gated_cases()
     out: dict = {"cases": {}}
     if "torch" not in skip:
         import torch
@@ -107,8 +106,7 @@ def measure(skip: set[str], torch_threads: int | None = None) -> dict:
         }
     for case in cases:
         row: dict = {"n": int(case.reference.size)}
-        recorded = runners.gate_outputs(case.reference, case.rate, case.samples.size)
-        recorded["timestamps"] = runners.timestamps_array(case.reference_timestamps)
+        recorded = case.recorded
         post = runners.gate_outputs(case.reference, case.rate, case.samples.size)
         row["postprocessor_equals_recorded"] = {
             k: bool(np.array_equal(post[k], recorded[k])) for k in ("segments", "timestamps")
@@ -123,10 +121,15 @@ def measure(skip: set[str], torch_threads: int | None = None) -> dict:
             row["reference"]["timestamps_equal"] = bool(
                 np.array_equal(live["timestamps"], recorded["timestamps"])
             )
-            check = vad_gate.check_segments(
-                live["probabilities"], case.reference, case, max_edge_delta=0
-            )
-            row["reference"]["smallest_edge_margin"] = check.smallest_margin
+            # How close the recorded reference's edges were to moving: each edge's probability
+            # margin from the threshold it crossed.
+            margins = [
+                edge.margin
+                for segment in runners.speech_segments(case.reference, case.rate, case.samples.size)
+                for edge in (segment.start, segment.end)
+                if edge.margin is not None
+            ]
+            row["reference"]["smallest_edge_margin"] = min(margins) if margins else None
         for name, run in (
             ("mlx", runners.mlx_probabilities),
             ("onnxruntime", runners.onnx_probabilities),

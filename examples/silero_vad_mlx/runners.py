@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import wave
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +30,12 @@ __all__ = [
     "onnx_probabilities",
     "mlx_probabilities",
     "run_cli",
-    "provenance",
+    "VadCase",
+    "gated_cases",
 ]
 
 HERE = Path(__file__).resolve().parent
+SPEC_PATH = HERE / "parity.toml"
 
 
 def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
@@ -46,6 +49,44 @@ def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
         rate = f.getframerate()
         data = np.frombuffer(f.readframes(f.getnframes()), dtype="<i2")
     return rate, data.astype(np.float32) / np.float32(32768.0)
+
+
+@dataclass(frozen=True)
+class VadCase:
+    """One gated case of parity.toml: its audio and the reference outputs recorded for it."""
+
+    name: str
+    path: Path
+    rate: int
+    samples: np.ndarray
+    recorded: dict  # probabilities, segments and timestamps, as `paritygate record` stored them
+
+    @property
+    def reference(self) -> np.ndarray:
+        """The recorded reference probabilities, one per chunk."""
+        return self.recorded["probabilities"]
+
+    @property
+    def reference_timestamps(self) -> list[dict]:
+        """silero-vad's get_speech_timestamps on the reference model, as recorded."""
+        return [{"start": int(a), "end": int(b)} for a, b in self.recorded["timestamps"]]
+
+
+def gated_cases(spec=None) -> list[VadCase]:
+    """The cases of parity.toml (or of ``spec``) with their recorded reference outputs.
+
+    Read through :func:`paritygate.recorded_outputs`: a case file that differs from its sha256
+    pin, or that the reference was not recorded from, raises :class:`paritygate.DriftError`."""
+    from paritygate import load_reference, load_spec, recorded_outputs
+
+    spec = spec if spec is not None else load_spec(SPEC_PATH)
+    reference = load_reference(spec)
+    cases = []
+    for case in spec.cases.values():
+        outputs = recorded_outputs(spec, case, reference=reference)
+        rate, samples = read_wav(case.path)
+        cases.append(VadCase(case.name, case.path, rate, samples, outputs))
+    return cases
 
 
 def _chunks(samples: np.ndarray, rate: int) -> tuple[np.ndarray, int]:
@@ -166,25 +207,19 @@ def run_cli(wav: str | Path, *extra: str) -> dict:
         return json.loads(out.read_text())
 
 
-def provenance() -> dict:
-    """Versions of the reference side (torch, silero-vad, onnxruntime) and the port side."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    info = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-    }
-    for package in ("torch", "silero-vad", "onnxruntime", "mlx", "numpy"):
-        try:
-            info[package] = version(package)
-        except PackageNotFoundError:
-            info[package] = None
-    return info
-
-
 # -- runner entry points of parity.toml: a case path in, named outputs out ----------------------
+
+
+def speech_segments(probabilities: np.ndarray, rate: int, n_samples: int) -> list:
+    """The unpadded speech segments of a case's probabilities (:func:`postprocess.speech_segments`:
+    edges in chunks, each with the probability that decided it and its margin from the threshold
+    it crossed)."""
+    import postprocess
+
+    native, step = resolve_rate(rate)
+    return postprocess.speech_segments(
+        probabilities, sampling_rate=native, audio_length_samples=-(-n_samples // step)
+    )
 
 
 def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
@@ -197,12 +232,9 @@ def gate_outputs(probabilities: np.ndarray, rate: int, n_samples: int) -> dict:
     import postprocess
 
     native, step = resolve_rate(rate)
-    length = -(-n_samples // step)
-    segments = postprocess.speech_segments(
-        probabilities, sampling_rate=native, audio_length_samples=length
-    )
+    segments = speech_segments(probabilities, rate, n_samples)
     stamps = postprocess.get_speech_timestamps(
-        probabilities, sampling_rate=native, audio_length_samples=length, step=step
+        probabilities, sampling_rate=native, audio_length_samples=-(-n_samples // step), step=step
     )
     return {
         "probabilities": np.asarray(probabilities, dtype=np.float32),
@@ -308,22 +340,6 @@ def onnx_outputs(path: str) -> dict:
     return gate_outputs(onnx_probabilities(samples, rate), rate, samples.size)
 
 
-def stored_reference(path: str | Path) -> dict:
-    """The recorded reference outputs of the case file at ``path`` (found by its sha256)."""
-    import hashlib
-
-    from paritygate import load_reference, load_spec
-
-    reference = load_reference(load_spec(HERE / "parity.toml"))
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    for name, entry in reference.cases.items():
-        if entry.get("input_sha256") == digest:
-            return reference.outputs(name)
-    raise ValueError(
-        f"{path}: no recorded reference for this file (sha256 {digest}) in {reference.folder}"
-    )
-
-
 def postprocessor_runner(probabilities: str = "recorded"):
     """Runner factory: the port's post-processor fed the reference model's probabilities.
 
@@ -345,7 +361,10 @@ def postprocessor_runner(probabilities: str = "recorded"):
         if probabilities == "live":
             probs = reference_probabilities(samples, rate)
         else:
-            probs = stored_reference(path)["probabilities"]
+            from paritygate import recorded_outputs
+
+            # The recording of the case whose pinned sha256 this file has (drift is refused).
+            probs = recorded_outputs(SPEC_PATH, Path(path))["probabilities"]
         return gate_outputs(probs, rate, samples.size)
 
     return run

@@ -32,7 +32,7 @@ from .files import load_outputs, save_outputs
 from .gate import current_hardware, run_gate
 from .outputs import flatten_outputs
 from .paired import PairedResult, paired
-from .references import load_reference, record
+from .references import load_reference, record, recorded_outputs
 from .results import (
     ClaimVerdict,
     Comparison,
@@ -88,6 +88,7 @@ __all__ = [
     "Claim",
     "record",
     "load_reference",
+    "recorded_outputs",
     "verify",
     "run_gate",
     "current_hardware",

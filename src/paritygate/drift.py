@@ -24,7 +24,7 @@ from typing import Any
 from .errors import DriftError
 from .files import sha256_file
 from .provenance import capture, check_file_pins, check_package_pin, describe_cpu
-from .references import MANIFEST, Reference, load_reference
+from .references import MANIFEST, Reference, case_input_drift, load_reference
 from .results import DriftItem
 from .spec import Spec
 
@@ -137,43 +137,7 @@ def verify(
 
     # -- case inputs ----------------------------------------------------------------------
     for name in case_names:
-        case = spec.cases[name]
-        if not case.path.is_file():
-            drift.append(
-                DriftItem(
-                    "case-input", name, case.sha256, None, f"input file {case.path} is missing"
-                )
-            )
-        else:
-            observed = sha256_file(case.path)
-            if observed != case.sha256:
-                drift.append(
-                    DriftItem(
-                        "case-input", name, case.sha256, observed, "input differs from its pin"
-                    )
-                )
-        if reference is not None:
-            recorded = reference.cases.get(name)
-            if recorded is None:
-                drift.append(
-                    DriftItem(
-                        "case-not-recorded",
-                        name,
-                        None,
-                        None,
-                        "the reference has no outputs for this case",
-                    )
-                )
-            elif recorded.get("input_sha256") != case.sha256:
-                drift.append(
-                    DriftItem(
-                        "case-input",
-                        name,
-                        case.sha256,
-                        recorded.get("input_sha256"),
-                        "the reference was recorded from another input",
-                    )
-                )
+        drift.extend(case_input_drift(spec.cases[name], reference))
     if reference is not None:
         for name in sorted(set(reference.cases) - set(spec.cases)):
             result.info.append(

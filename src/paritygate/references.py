@@ -46,7 +46,8 @@ from .errors import DriftError, InputError, RunFailure, UserError
 from .files import atomic_write_text, load_outputs, save_outputs, sha256_file
 from .outputs import flatten_outputs
 from .provenance import capture, check_file_pins, check_package_pin, utc_now
-from .spec import Spec
+from .results import DriftItem
+from .spec import Case, Spec, load_spec
 
 __all__ = [
     "FORMAT",
@@ -55,6 +56,8 @@ __all__ = [
     "RecordResult",
     "record",
     "load_reference",
+    "recorded_outputs",
+    "case_input_drift",
     "manifest_digest",
     "diff_outputs",
     "RecordError",
@@ -183,6 +186,95 @@ def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
             hint=hint,
         )
     return loader(folder, manifest)
+
+
+def case_input_drift(case: Case, reference: Reference | None) -> list[DriftItem]:
+    """What shifted under one case: its input file against its sha256 pin and, with a
+    reference, the input the reference recorded for it (empty: nothing shifted)."""
+    drift = []
+    if not case.path.is_file():
+        drift.append(
+            DriftItem(
+                "case-input", case.name, case.sha256, None, f"input file {case.path} is missing"
+            )
+        )
+    else:
+        observed = sha256_file(case.path)
+        if observed != case.sha256:
+            drift.append(
+                DriftItem(
+                    "case-input", case.name, case.sha256, observed, "input differs from its pin"
+                )
+            )
+    if reference is not None:
+        recorded = reference.cases.get(case.name)
+        if recorded is None:
+            drift.append(
+                DriftItem(
+                    "case-not-recorded",
+                    case.name,
+                    None,
+                    None,
+                    "the reference has no outputs for this case",
+                )
+            )
+        elif recorded.get("input_sha256") != case.sha256:
+            drift.append(
+                DriftItem(
+                    "case-input",
+                    case.name,
+                    case.sha256,
+                    recorded.get("input_sha256"),
+                    "the reference was recorded from another input",
+                )
+            )
+    return drift
+
+
+def recorded_outputs(
+    spec: Spec | str | Path, case: Case | str | Path, *, reference: Reference | None = None
+) -> dict[str, Any]:
+    """The recorded reference outputs of one case of ``spec``, flattened, after the checks the
+    gate makes in stored mode: the case's input matches its sha256 pin and the reference was
+    recorded from that input. Anything shifted raises :class:`DriftError` naming the case (exit
+    3): re-record deliberately.
+
+    ``case`` is a :class:`~paritygate.spec.Case`, a case name, or the path of an input file: the
+    case whose pinned sha256 the file has (how an in-process runner passed a path, such as a
+    post-processor fed the recorded probabilities, finds its recording). ``reference``: an
+    already loaded reference of the spec (default: :func:`load_reference`)."""
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    if isinstance(case, Path):
+        if not case.is_file():
+            raise InputError("no such case input file", where=str(case))
+        digest = sha256_file(case)
+        found = [c for c in spec.cases.values() if c.sha256 == digest]
+        if not found:
+            raise InputError(
+                f"no case of the spec is pinned to this file's sha256 {digest[:12]}…",
+                where=str(case),
+                hint=f"cases: {', '.join(spec.cases) or 'none'}",
+            )
+        case = found[0]
+    elif isinstance(case, str):
+        if case not in spec.cases:
+            raise InputError(
+                f"no case {case!r} (cases: {', '.join(spec.cases) or 'none'})", where=str(spec.path)
+            )
+        case = spec.cases[case]
+    reference = reference if reference is not None else load_reference(spec)
+    drift = case_input_drift(case, reference)
+    if drift:
+        item = drift[0]
+        shown = f" (pinned {item.expected}, found {item.observed})" if item.observed else ""
+        raise DriftError(
+            f"case {case.name}: {item.detail}{shown}",
+            where=str(reference.folder),
+            hint="regenerate the case or re-record deliberately: "
+            f"paritygate record {spec.path.name}",
+        )
+    return reference.outputs(case.name)
 
 
 # --------------------------------------------------------------------------------------------

@@ -290,3 +290,42 @@ def test_provenance_records_the_git_revision_and_dirty_flag_of_the_project(tmp_p
     checked = verify(spec)
     assert not checked.drift  # unpinned: information, not drift
     assert checked.info == [f"git: recorded {head}, now {head} (dirty) (not pinned)"]
+
+
+def test_recorded_outputs_of_a_case_by_name_case_or_input_file(tiny):
+    from paritygate import recorded_outputs
+
+    record(tiny)
+    case = tiny.cases["b"]
+    expected = load_reference(tiny).outputs("b")
+    for key in ("b", case, case.path):
+        got = recorded_outputs(tiny.path, key)
+        assert set(got) == set(expected)
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_recorded_outputs_refuse_a_shifted_input_and_an_unknown_case(tiny, tmp_path):
+    from paritygate import InputError, recorded_outputs
+
+    record(tiny)
+    case = tiny.cases["b"]
+    with pytest.raises(InputError, match="no case 'nope'"):
+        recorded_outputs(tiny, "nope")
+    stranger = tmp_path / "stranger.npz"
+    np.savez(stranger, x=np.zeros(3))
+    with pytest.raises(InputError, match="no case of the spec is pinned to this file"):
+        recorded_outputs(tiny, stranger)
+    # The case file changed after recording: drift, named, never the stale outputs.
+    np.savez(case.path, x=np.ones((3, 8)))
+    with pytest.raises(DriftError, match="case b: input differs from its pin") as caught:
+        recorded_outputs(tiny, "b")
+    assert "paritygate record" in caught.value.hint
+    # Re-pinned by hand without re-recording: the reference was recorded from another input.
+    from dataclasses import replace
+
+    repinned = replace(
+        tiny, cases={**tiny.cases, "b": replace(case, sha256=sha256_file(case.path))}
+    )
+    with pytest.raises(DriftError, match="case b: the reference was recorded from another input"):
+        recorded_outputs(repinned, "b")

@@ -21,11 +21,6 @@ def runners(example_module):
 
 
 @pytest.fixture(scope="module")
-def vad_gate(example_module):
-    return example_module("vad_gate")
-
-
-@pytest.fixture(scope="module")
 def make_cases(example_module):
     return example_module("make_cases")
 
@@ -36,8 +31,16 @@ def convert_weights(example_module):
 
 
 @pytest.fixture(scope="module")
-def cases(vad_gate):
-    return vad_gate.load_cases()
+def spec(example_folder):
+    from paritygate import load_spec
+
+    return load_spec(example_folder / "parity.toml")
+
+
+@pytest.fixture(scope="module")
+def cases(runners, spec):
+    """The spec's cases with their recorded reference outputs (drift is refused)."""
+    return runners.gated_cases(spec)
 
 
 @pytest.fixture(scope="module")

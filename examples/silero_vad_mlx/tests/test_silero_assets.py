@@ -85,17 +85,23 @@ def test_edge_cases_are_what_they_claim(make_cases, runners):
     assert rate == 16000 and short.size < 512
 
 
-def test_a_changed_case_is_drift(make_cases, vad_gate, tmp_path, monkeypatch):
+def test_a_changed_case_is_drift(make_cases, runners, spec, tmp_path, monkeypatch):
     import shutil
 
     import paritygate
 
-    folder = tmp_path / "cases"
-    shutil.copytree(make_cases.CASES_DIR, folder)
-    with open(folder / "clean_speech.wav", "r+b") as f:
+    folder = tmp_path / "example"
+    shutil.copytree(
+        spec.root, folder, ignore=shutil.ignore_patterns("parity-reports", "tests", "__pycache__")
+    )
+    with open(folder / "cases" / "clean_speech.wav", "r+b") as f:
         f.seek(-2, 2)
         f.write(b"\x01\x00")
-    monkeypatch.setattr(make_cases, "CASES_DIR", folder)
+    monkeypatch.setattr(make_cases, "CASES_DIR", folder / "cases")
     assert make_cases.check() == ["clean_speech"]
-    with pytest.raises(paritygate.DriftError, match=r"cases \['clean_speech'\] differ"):
-        vad_gate.load_cases()
+    with pytest.raises(
+        paritygate.DriftError, match="case clean_speech: input differs from its pin"
+    ):
+        runners.gated_cases(paritygate.load_spec(folder / "parity.toml"))
+    # The committed cases load, each with its recording.
+    assert [c.name for c in runners.gated_cases(spec)] == list(spec.cases)

@@ -17,12 +17,34 @@ MUTATIONS = {
 
 
 @pytest.fixture(scope="module")
-def bounds(vad_gate):
+def bounds(spec):
     return {
-        "max_abs": vad_gate.claim_bound("probability-max-abs"),
-        "min_cosine": vad_gate.claim_bound("probability-cosine"),
-        "edges": int(vad_gate.claim_bound("segment-edges")),
+        "max_abs": spec.claims["probability-max-abs"].bound,
+        "min_cosine": spec.claims["probability-cosine"].bound,
     }
+
+
+def probabilities_claims(probs, case, *, max_abs: float, min_cosine: float | None = None):
+    """The MLX port's two probability claims on one case as one comparison (per-chunk max-abs
+    and the case's cosine), so the message shows what a user sees from ``paritygate compare``."""
+    from paritygate import compare
+
+    return compare(
+        {"probabilities": probs},
+        {"probabilities": case.reference},
+        atol=max_abs,
+        min_cosine=min_cosine,
+        label=case.name,
+    )
+
+
+def edge_claim(spec, runners, probs, case):
+    """The segment-edges claim of parity.toml on one case: the port's segments against those of
+    the recorded reference probabilities."""
+    from paritygate import check_equivalence
+
+    mine = runners.gate_outputs(probs, case.rate, case.samples.size)
+    return check_equivalence(spec.claims["segment-edges"], mine, case.recorded, case=case.name)
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +53,15 @@ def by_name(cases):
 
 
 @pytest.mark.parametrize("name", ["faithful", *MUTATIONS])
-def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx, vad_gate, bounds):
+def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx, bounds):
     from paritygate import format_comparison
 
     kwargs, case_name = MUTATIONS.get(name, ({}, "clean_speech"))
     variant = vad_mlx.PortVariant(**kwargs)
     case = by_name[case_name]
     probs = runners.mlx_probabilities(case.samples, case.rate, variant)
-    comparison = vad_gate.check_probabilities(
-        probs,
-        case.reference,
-        max_abs=bounds["max_abs"],
-        min_cosine=bounds["min_cosine"],
-        case=case.name,
+    comparison = probabilities_claims(
+        probs, case, max_abs=bounds["max_abs"], min_cosine=bounds["min_cosine"]
     )
     if name == "faithful":
         assert variant.is_faithful
@@ -60,7 +78,7 @@ def test_probability_claim_catches_each_mutation(name, by_name, runners, vad_mlx
     assert f"atol {output.max_abs:.6g} at rtol=0 would have passed" in failure.describe()
 
 
-def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, vad_gate, bounds):
+def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, spec, bounds):
     # The gate runs every case; each bug must be caught by at least one claim on the cases, and
     # the faithful port by none.
     for name, (kwargs, _) in {"faithful": ({}, None), **MUTATIONS}.items():
@@ -68,16 +86,10 @@ def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, 
         failing = []
         for case in cases:
             probs = runners.mlx_probabilities(case.samples, case.rate, variant)
-            prob_ok = vad_gate.check_probabilities(
-                probs,
-                case.reference,
-                max_abs=bounds["max_abs"],
-                min_cosine=bounds["min_cosine"],
-                case=case.name,
+            prob_ok = probabilities_claims(
+                probs, case, max_abs=bounds["max_abs"], min_cosine=bounds["min_cosine"]
             )
-            edges_ok = vad_gate.check_segments(
-                probs, case.reference, case, max_edge_delta=bounds["edges"]
-            )
+            edges_ok = edge_claim(spec, runners, probs, case)
             if not (prob_ok and edges_ok):
                 failing.append(case.name)
         if name == "faithful":
@@ -87,52 +99,60 @@ def test_every_mutation_fails_somewhere_over_all_cases(cases, runners, vad_mlx, 
 
 
 @pytest.mark.parametrize(
-    "name, kwargs, case_name, metric",
+    "name, kwargs, case_name, metric, where",
     [
-        ("context-two-chunks-back", {"context_lag": 2}, "noisy_near_threshold", "missing_segment"),
-        ("stft-zero-padding", {"stft_zero_padding": True}, "clean_speech_8k", "edge_delta_chunks"),
+        (
+            "context-two-chunks-back",
+            {"context_lag": 2},
+            "noisy_near_threshold",
+            "missing_label",
+            "segments/",
+        ),
+        (
+            "stft-zero-padding",
+            {"stft_zero_padding": True},
+            "clean_speech_8k",
+            "edge_delta",
+            "element segments/",
+        ),
     ],
 )
 def test_segment_edge_claim_reports_moved_or_missing_segments(
-    name, kwargs, case_name, metric, by_name, runners, vad_mlx, vad_gate, bounds
+    name, kwargs, case_name, metric, where, by_name, runners, vad_mlx, spec
 ):
     case = by_name[case_name]
     probs = runners.mlx_probabilities(case.samples, case.rate, vad_mlx.PortVariant(**kwargs))
-    check = vad_gate.check_segments(probs, case.reference, case, max_edge_delta=bounds["edges"])
-    assert not check
-    assert any(f.metric == metric for f in check.failures), check.describe()
-    text = check.describe()
-    assert f"{case.name}: segment edges FAIL" in text
-    if metric == "missing_segment":
-        assert "absent in the candidate" in text
+    verdict = edge_claim(spec, runners, probs, case)
+    assert not verdict and verdict.claim_id == "segment-edges" and verdict.case == case.name
+    failures = [f for f in verdict.failures if f.metric == metric]
+    assert failures and all(f.where.startswith(where) for f in failures), verdict.failures
+    text = failures[0].describe()
+    if metric == "missing_label":
+        assert "absent in actual" in text
     else:
-        assert "reference margin" in text and "bound 0" in text
-    # The faithful port keeps every edge on the same chunk; margins are reported per edge.
-    good = vad_gate.check_segments(
-        runners.mlx_probabilities(case.samples, case.rate),
-        case.reference,
-        case,
-        max_edge_delta=bounds["edges"],
-    )
-    assert good, good.describe()
-    assert good.observed_max_delta == 0
-    assert good.smallest_margin is not None and good.smallest_margin > 0
+        assert "chunks" in text and failures[0].bound == 0 and failures[0].observed >= 1
+    # The faithful port keeps every edge on the same chunk.
+    good = edge_claim(spec, runners, runners.mlx_probabilities(case.samples, case.rate), case)
+    assert good, good.failures
+    assert good.observed == 0
+    # How close each edge was to moving: the reference's margins from the thresholds crossed.
+    margins = [
+        edge.margin
+        for segment in runners.speech_segments(case.reference, case.rate, case.samples.size)
+        for edge in (segment.start, segment.end)
+        if edge.margin is not None
+    ]
+    assert margins and min(margins) > 0
 
 
-def test_state_in_float16_is_caught_only_by_the_tight_bound(
-    by_name, runners, vad_mlx, vad_gate, bounds
-):
+def test_state_in_float16_is_caught_only_by_the_tight_bound(by_name, runners, vad_mlx, bounds):
     # Why the bound is 2e-5 and not, say, the 1e-3 a hand-picked tolerance might be: the
     # float16 state moves probabilities by ~1e-4 on this case, between the two.
     case = by_name["speech_32k"]
     probs = runners.mlx_probabilities(
         case.samples, case.rate, vad_mlx.PortVariant(state_dtype="float16")
     )
-    loose = vad_gate.check_probabilities(
-        probs, case.reference, max_abs=1e-3, min_cosine=None, case=case.name
-    )
-    tight = vad_gate.check_probabilities(
-        probs, case.reference, max_abs=bounds["max_abs"], min_cosine=None, case=case.name
-    )
+    loose = probabilities_claims(probs, case, max_abs=1e-3)
+    tight = probabilities_claims(probs, case, max_abs=bounds["max_abs"])
     assert loose and not tight
     assert np.isfinite(tight["probabilities"].max_abs)
