@@ -52,6 +52,9 @@ __all__ = [
     "calibrated",
     "worst_value",
     "MetricView",
+    "unit_of",
+    "near_one",
+    "direction_of",
 ]
 
 SCOPES = ("element", "edge", "output", "dataset", "speed")
@@ -147,6 +150,27 @@ def directions() -> dict[str, str]:
 def calibrated() -> dict[str, ClaimMetric]:
     """The metrics calibration measures (their distributions, gap and proposed bound)."""
     return {name: m for name, m in METRICS.items() if m.calibration == "measured"}
+
+
+def unit_of(metric: str, claim_unit: str | None = "") -> str:
+    """The unit a value of ``metric`` is shown in: the claim's own when it names one, else the
+    registry entry's (``""`` for an unregistered metric)."""
+    if claim_unit:
+        return claim_unit
+    entry = METRICS.get(str(metric))
+    return entry.unit if entry is not None else ""
+
+
+def near_one(metric: str) -> bool:
+    """Whether values of ``metric`` are shown by their distance from 1 (a cosine, an SSIM)."""
+    entry = METRICS.get(str(metric))
+    return entry is not None and entry.near_one
+
+
+def direction_of(metric: str) -> str | None:
+    """``"max"`` (a ceiling) or ``"min"`` (a floor); None for an unregistered metric."""
+    entry = METRICS.get(str(metric))
+    return entry.direction if entry is not None else None
 
 
 class MetricView(Mapping[str, Any]):

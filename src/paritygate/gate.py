@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .claim_metrics import unit_of
 from .drift import runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
 from .errors import InputError, RunFailure, SpecError, UserError
@@ -303,7 +304,7 @@ def _speed(
             oracle=claim.oracle,
             metric=claim.metric,
             bound=claim.bound,
-            unit=claim.unit or ("x" if claim.metric == "speedup" else "ms"),
+            unit=unit_of(claim.metric, claim.unit),
             observed=observed,
             excess=None if passed or observed is None else claim.excess(observed),
             failures=failures,

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .. import claim_metrics
 from .._format import format_number
 
 FORMAT = "paritygate-gate-result"
@@ -25,6 +26,25 @@ def fmt(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt(v) for v in value) + "]"
     return format_number(value)
+
+
+def unit_of(verdict: dict[str, Any]) -> str:
+    """The unit of a verdict's values: its claim's, else its metric's in the claim-metric
+    registry (:func:`paritygate.claim_metrics.unit_of`)."""
+    return claim_metrics.unit_of(str(verdict.get("metric", "")), verdict.get("unit"))
+
+
+def metric_value(metric: Any, value: Any) -> str:
+    """A value of ``metric`` in its registry display form (a cosine just below 1 as ``1-d``)."""
+    if value is None:
+        return ""
+    return format_number(value, near_one=claim_metrics.near_one(str(metric)))
+
+
+def is_latency(verdict: dict[str, Any]) -> bool:
+    """A speed verdict measured in milliseconds (a latency percentile), by the registry."""
+    entry = claim_metrics.METRICS.get(str(verdict.get("metric", "")))
+    return entry is not None and entry.scope == "speed" and entry.unit == "ms"
 
 
 def as_float(value: Any) -> float | None:
@@ -108,7 +128,7 @@ def failure_text(failure: dict[str, Any]) -> str:
         parts.append(f"bound {fmt(failure['bound'])}")
     if failure.get("excess") is not None:
         parts.append(
-            f"{_excess_word(failure.get('observed'), failure.get('bound'))} "
+            f"{_excess_word(failure.get('observed'), failure.get('bound'), failure.get('metric'))} "
             f"{fmt(failure['excess'])}"
         )
     text = " ".join(p for p in parts if p)
@@ -122,17 +142,22 @@ def verdict_message(verdict: dict[str, Any]) -> str:
     failures = verdict.get("failures") or []
     if failures:
         return "; ".join(failure_text(f) for f in failures)
-    unit = f" {verdict['unit']}" if verdict.get("unit") else ""
-    text = f"{verdict.get('metric', '')} observed {fmt(verdict.get('observed'))}{unit}"
-    text += f", bound {fmt(verdict.get('bound'))}{unit}"
+    unit = f" {unit_of(verdict)}" if unit_of(verdict) else ""
+    metric = verdict.get("metric", "")
+    text = f"{metric} observed {metric_value(metric, verdict.get('observed'))}{unit}"
+    text += f", bound {metric_value(metric, verdict.get('bound'))}{unit}"
     if verdict.get("excess") is not None:
-        word = _excess_word(verdict.get("observed"), verdict.get("bound"))
+        word = _excess_word(verdict.get("observed"), verdict.get("bound"), metric)
         text += f", {word} {fmt(verdict.get('excess'))}"
     return text
 
 
-def _excess_word(observed: Any, bound: Any) -> str:
-    """A floor (cosine, accuracy, speedup) is fallen short of; a ceiling is exceeded."""
+def _excess_word(observed: Any, bound: Any, metric: Any = None) -> str:
+    """A floor (cosine, accuracy, speedup) is fallen short of; a ceiling is exceeded. The
+    registry says which a metric is; an unregistered one is judged by its values."""
+    direction = claim_metrics.direction_of(str(metric)) if metric is not None else None
+    if direction is not None:
+        return "short by" if direction == "min" else "exceeded by"
     o, b = as_float(observed), as_float(bound)
     return "short by" if o is not None and b is not None and o < b else "exceeded by"
 
@@ -193,9 +218,10 @@ def speed_evidence(verdict: dict[str, Any]) -> str:
             parts.append(f"bench: {evidence.get('summary') or evidence['verdict']}")
         return "; ".join(parts)
     samples = [x for x in (as_float(v) for v in evidence.get("samples_ms") or []) if x is not None]
-    if samples and str(verdict.get("metric", "")).startswith("p"):
+    if samples and is_latency(verdict):
         text = (
-            f"{verdict.get('metric')} {fmt(verdict.get('observed'))} ms of {len(samples)} samples "
+            f"{verdict.get('metric')} {fmt(verdict.get('observed'))} {unit_of(verdict)} of "
+            f"{len(samples)} samples "
             f"(min {fmt(min(samples))}, median {fmt(statistics.median(samples))}, max "
             f"{fmt(max(samples))} ms)"
         )
@@ -221,7 +247,7 @@ def speed_series(verdict: dict[str, Any]) -> tuple[str, dict[str, list[float]], 
                 series[str(data.get("name", side))] = [v * 1000.0 for v in values]
         return ("end-to-end time per call (ms)", series, []) if series else None
     samples = _samples(evidence.get("samples_ms") or [])
-    if samples and str(verdict.get("metric", "")).startswith("p"):
+    if samples and is_latency(verdict):
         bound = as_float(verdict.get("bound"))
         return (
             "time per call (ms)",

@@ -21,6 +21,7 @@ from ._common import (
     fmt,
     speed_evidence,
     speed_series,
+    unit_of,
     verdict_message,
     verdict_word,
     verdicts,
@@ -103,7 +104,7 @@ def _metric_plot(claim_id: str, candidate: str, items: list[dict[str, Any]]) -> 
     axes.margins(x=0.05, y=0.15)  # points sitting on the bound stay visible
     axes.set_xticks([])
     axes.set_xlabel(f"{len(points)} cases", fontsize=8)
-    unit = items[0].get("unit") or ""
+    unit = unit_of(items[0])
     label = f"1 - {metric}" if metric in ONE_MINUS else metric
     axes.set_ylabel(f"{label} {f'({unit})' if unit and unit != metric else ''}".strip(), fontsize=8)
     axes.tick_params(labelsize=7)
@@ -127,7 +128,7 @@ def _edge_plot(verdict: dict[str, Any], deltas: dict[str, float]) -> str:
         axes.axhline(limit, color="#9a6700", linestyle="--", label=f"bound {fmt(limit)}")
         axes.legend(fontsize=8)
     axes.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
-    unit = verdict.get("unit") or ""
+    unit = unit_of(verdict)
     axes.set_ylabel(f"|delta| {f'({unit})' if unit else ''}".strip())
     axes.set_title(
         f"{verdict.get('claim_id')} — {verdict.get('candidate')} — {case_label(verdict)}",

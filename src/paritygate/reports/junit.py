@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from ._common import case_label, claim_groups, fmt, verdict_message
+from ._common import case_label, claim_groups, fmt, metric_value, unit_of, verdict_message
 
 __all__ = ["render_junit"]
 
@@ -62,13 +62,13 @@ def render_junit(result: dict[str, Any]) -> str:
                 name=_clean(case_label(verdict)),
                 time="0",
             )
+            metric = verdict.get("metric")
+            unit = f" {unit_of(verdict)}" if unit_of(verdict) else ""
+            observed = metric_value(metric, verdict.get("observed"))
+            bound = metric_value(metric, verdict.get("bound"))
             if verdict.get("passed"):
-                unit = f" {verdict['unit']}" if verdict.get("unit") else ""
                 out = ET.SubElement(case, "system-out")
-                out.text = _clean(
-                    f"{verdict.get('metric')} observed {fmt(verdict.get('observed'))}{unit} "
-                    f"within bound {fmt(verdict.get('bound'))}{unit}"
-                )
+                out.text = _clean(f"{metric} observed {observed}{unit} within bound {bound}{unit}")
                 continue
             message = verdict_message(verdict)
             failure = ET.SubElement(
@@ -82,8 +82,7 @@ def render_junit(result: dict[str, Any]) -> str:
                     [
                         f"claim {claim_id} ({verdict.get('oracle')}), case {case_label(verdict)}, "
                         f"candidate {candidate}",
-                        f"metric {verdict.get('metric')}: observed {fmt(verdict.get('observed'))}, "
-                        f"bound {fmt(verdict.get('bound'))} {verdict.get('unit') or ''}".rstrip(),
+                        f"metric {metric}: observed {observed}{unit}, bound {bound}{unit}",
                         f"excess {fmt(verdict.get('excess'))}",
                         message,
                     ]

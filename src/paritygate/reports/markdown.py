@@ -8,8 +8,10 @@ from ._common import (
     case_label,
     failure_text,
     fmt,
+    metric_value,
     speed_evidence,
     summary_counts,
+    unit_of,
     verdict_message,
     verdict_word,
     verdicts,
@@ -65,9 +67,9 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append("| | claim | case | candidate | metric | observed | bound | excess |")
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for v in shown:
-            unit = f" {v['unit']}" if v.get("unit") else ""
-            observed = fmt(v.get("observed"))
-            bound = fmt(v.get("bound"))
+            unit = f" {unit_of(v)}" if unit_of(v) else ""
+            observed = metric_value(v.get("metric"), v.get("observed"))
+            bound = metric_value(v.get("metric"), v.get("bound"))
             lines.append(
                 "| {} | `{}` | {} | {} | {} | {} | {} | {} |".format(
                     "✅" if v.get("passed") else "❌",

@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import claim_metrics
 from ._common import (
     as_float,
     case_label,
     fmt,
     summary_counts,
+    unit_of,
     verdict_message,
     verdict_word,
     verdicts,
@@ -40,9 +42,9 @@ __all__ = [
     "console",
 ]
 
-# Metrics whose interesting part is the distance from 1: a cosine of 0.9999999999999932 against
-# a bound of 0.99999999932 prints as "1-cosine 6.8e-15, bound 6.8e-10".
-ONE_MINUS = {"cosine", "ssim"}
+# Metrics whose interesting part is the distance from 1 (the registry's ``near_one``): a cosine of
+# 0.9999999999999932 against a bound of 0.99999999932 prints as "1-cosine 6.8e-15, bound 6.8e-10".
+ONE_MINUS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one)
 INDENT = "     "
 MAX_EXPANDED = 3  # failing cases expanded under a claim; the rest are named on one line
 
@@ -68,10 +70,8 @@ def short(value: Any) -> str:
 
 
 def _direction(metric: str) -> str:
-    """ "max" (a ceiling) or "min" (a floor), from the spec's metric registry."""
-    from ..spec import METRICS
-
-    return METRICS.get(metric, ("", "max"))[1]
+    """ "max" (a ceiling) or "min" (a floor), from the claim-metric registry."""
+    return claim_metrics.direction_of(metric) or "max"
 
 
 def _one_minus(metric: str, value: Any) -> float | None:
@@ -215,7 +215,7 @@ def claim_summaries(result: dict[str, Any]) -> list[ClaimSummary]:
                 key[0],
                 key[1],
                 str(v.get("metric", "")),
-                str(v.get("unit") or ""),
+                unit_of(v),
                 v.get("bound"),
                 [],
             )
