@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .claim_metrics import unit_of
-from .drift import runners_that_run, verify
+from .drift import VerifyResult, runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
 from .errors import InputError, RunFailure, SpecError, UserError
 from .provenance import capture, machine_facts, utc_now
@@ -605,6 +605,60 @@ def run_gate(
     """
     claim_ids = list(claims) if claims is not None else list(spec.claims)
     case_names = list(cases) if cases is not None else list(spec.cases)
+    _check_names(spec, claim_ids, case_names)
+    result = GateResult(spec=str(spec.path), started=utc_now())
+    classes = current_hardware(spec, hardware)
+    selected = _select_claims(spec, claim_ids, classes, speed, result)
+    checked = _verify(spec, selected, case_names, classes, result)
+    if checked.drift:
+        result.drift = checked.drift
+        for claim in selected:
+            result.not_evaluated.append(
+                NotEvaluated(claim.id, "not run: drift (re-record deliberately)")
+            )
+        result.finished = utc_now()
+        return result
+    if not selected:
+        result.errors.append("no claim was evaluated: a run that evaluates none proves nothing")
+        result.finished = utc_now()
+        return result
+
+    runs = _Runs()
+    # Paired claims first, while the process is fresh: the reference runs live, back to back
+    # with the candidate, and nothing the stored runs do can leak into the baseline.
+    for claim in selected:
+        if claim.mode == "paired":
+            for candidate in claim.candidates:
+                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
+    stored = [c for c in selected if c.mode == "stored"]
+    stored_names = runners_that_run(spec, [c.id for c in stored])
+    expected = _Recorded(checked.reference, result)
+    stopped = _run_all(
+        spec,
+        [n for n in stored_names if n != spec.reference.name],
+        case_names,
+        result,
+        runs,
+        progress,
+        expected.violation_check(stored) if stop_at_first_violation else None,
+    )
+    if stored:
+        _undeclared_reference_outputs(spec, case_names, expected, result)
+    _structure_errors(spec, stored, stored_names, case_names, runs, expected, result)
+    _stored_verdicts(spec, stored, case_names, runs, expected, result)
+    _cross_adapter_verdicts(spec, stored, case_names, runs, result)
+    if stopped:
+        _drop_unrun(result, runs, {c.id for c in stored})
+    stderr = {n: s for n, s in runs.stderr.items() if s}
+    if stderr:
+        result.provenance["stderr"] = stderr
+    result.provenance["seconds"] = runs.seconds
+    result.finished = utc_now()
+    return result
+
+
+def _check_names(spec: Spec, claim_ids: list[str], case_names: list[str]) -> None:
+    """A claim or case the spec does not have is a SpecError naming the closest one."""
     for cid in claim_ids:
         if cid not in spec.claims:
             raise SpecError(
@@ -619,8 +673,13 @@ def run_gate(
                 f"{', '.join(spec.cases)}",
                 where=str(spec.path),
             )
-    result = GateResult(spec=str(spec.path), started=utc_now())
-    classes = current_hardware(spec, hardware)
+
+
+def _select_claims(
+    spec: Spec, claim_ids: list[str], classes: list[str], speed: bool, result: GateResult
+) -> list[Claim]:
+    """The claims this run evaluates; the others are listed as not evaluated, with the reason
+    (another hardware class, or a speed claim in a test run)."""
     selected: list[Claim] = []
     for cid in claim_ids:
         claim = spec.claims[cid]
@@ -636,6 +695,14 @@ def run_gate(
             result.not_evaluated.append(NotEvaluated(cid, SPEED_IN_TESTS))
         else:
             selected.append(claim)
+    return selected
+
+
+def _verify(
+    spec: Spec, selected: list[Claim], case_names: list[str], classes: list[str], result: GateResult
+) -> VerifyResult:
+    """Check every pin the selected claims rest on (:func:`paritygate.drift.verify`) and write
+    the run's provenance into ``result``; returns the verification (its drift and reference)."""
     names = runners_that_run(spec, [c.id for c in selected])
     checked = verify(spec, runners=names, cases=case_names)
     if not any(c.mode == "stored" for c in selected):
@@ -652,79 +719,80 @@ def run_gate(
     result.provenance["runner_pins"] = {
         n: spec.runners[n].pins for n in names if spec.runners[n].pins
     }
-    if checked.drift:
-        result.drift = checked.drift
-        for claim in selected:
-            result.not_evaluated.append(
-                NotEvaluated(claim.id, "not run: drift (re-record deliberately)")
+    return checked
+
+
+class _Recorded:
+    """The recorded reference outputs of a case, read once the gate needs them: a damaged file
+    found this late is still drift (added to the result; the case then has no expected outputs)."""
+
+    def __init__(self, reference: Any, result: GateResult):
+        self.reference = reference
+        self.result = result
+
+    def __call__(self, case: str) -> dict[str, Any] | None:
+        from .errors import DriftError
+
+        if self.reference is None:
+            return None
+        try:
+            return self.reference.outputs(case)
+        except DriftError as exc:
+            self.result.drift.append(_drift_item(case, exc))
+            return None
+
+    def violation_check(self, stored: list[Claim]) -> Callable[[str, str, dict[str, Any]], bool]:
+        """For ``gate -x``: whether a runner's outputs of a case violate a per-case claim."""
+
+        def violated(name: str, case: str, outputs: dict[str, Any]) -> bool:
+            try:
+                expected = self.reference.outputs(case) if self.reference is not None else None
+            except Exception:
+                return False  # reported by the evaluation afterwards
+            if expected is None:
+                return False
+            return any(
+                not evaluate_claim(claim, name, case, outputs, expected).passed
+                for claim in stored
+                if name in claim.candidates and claim.scope in ("element", "edge", "output")
             )
-        result.finished = utc_now()
-        return result
-    if not selected:
-        result.errors.append("no claim was evaluated: a run that evaluates none proves nothing")
-        result.finished = utc_now()
-        return result
 
-    runs = _Runs()
-    ref_name = spec.reference.name
-    # Paired claims first, while the process is fresh: the reference runs live, back to back
-    # with the candidate, and nothing the stored runs do can leak into the baseline.
-    for claim in selected:
-        if claim.mode == "paired":
-            for candidate in claim.candidates:
-                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
-    stored = [c for c in selected if c.mode == "stored"]
-    stored_names = runners_that_run(spec, [c.id for c in stored])
-    reference = checked.reference
+        return violated
 
-    def violated(name: str, case: str, outputs: dict[str, Any]) -> bool:
-        try:
-            expected = reference.outputs(case) if reference is not None else None
-        except Exception:
-            return False  # reported by the evaluation below
-        if expected is None:
-            return False
-        return any(
-            not evaluate_claim(claim, name, case, outputs, expected).passed
-            for claim in stored
-            if name in claim.candidates and claim.scope in ("element", "edge", "output")
-        )
 
-    stopped = _run_all(
-        spec,
-        [n for n in stored_names if n != ref_name],
-        case_names,
-        result,
-        runs,
-        progress,
-        violated if stop_at_first_violation else None,
-    )
+def _undeclared_reference_outputs(
+    spec: Spec, case_names: list[str], expected_for: _Recorded, result: GateResult
+) -> None:
+    """Declared outputs the recorded reference lacks: nothing would ever compare them."""
+    for case in case_names:
+        expected = expected_for(case)
+        missing = spec.not_produced(expected) if expected is not None else []
+        if missing:
+            result.errors.append(
+                f"reference {spec.reference.name}, case {case}: declared output(s) "
+                f"{', '.join(map(repr, missing))} not in the recorded reference (the reference "
+                "runner does not produce them)"
+            )
 
-    def expected_for(case: str) -> dict[str, Any] | None:
-        try:
-            return reference.outputs(case) if reference is not None else None
-        except Exception as exc:  # a damaged file found late is still drift
-            from .errors import DriftError
 
-            if isinstance(exc, DriftError):
-                result.drift.append(_drift_item(case, exc))
-                return None
-            raise
+def _structure_errors(
+    spec: Spec,
+    stored: list[Claim],
+    stored_names: list[str],
+    case_names: list[str],
+    runs: _Runs,
+    expected_for: _Recorded,
+    result: GateResult,
+) -> None:
+    """Every runner's outputs against the reference's: a missing or extra output no verdict
+    reports is a run error. Outputs of a ``cast = "reference"`` runner take the reference's
+    dtypes here, for every later comparison."""
+    from .approximation import CALLS_PREFIX
 
-    # Declared outputs the recorded reference lacks: nothing would ever compare them.
-    if stored:
-        for case in case_names:
-            expected = expected_for(case)
-            missing = spec.not_produced(expected) if expected is not None else []
-            if missing:
-                result.errors.append(
-                    f"reference {ref_name}, case {case}: declared output(s) "
-                    f"{', '.join(map(repr, missing))} not in the recorded reference (the reference "
-                    "runner does not produce them)"
-                )
-    # Structure: every runner's outputs against the reference (missing and extra outputs).
+    # Activity counts exist on the candidate's side only.
+    counters = {c.activity.counter for c in stored if c.activity is not None}
     for name in stored_names:
-        if name == ref_name:
+        if name == spec.reference.name:
             continue
         for case in case_names:
             out = runs.outputs.get(name, {}).get(case)
@@ -736,10 +804,6 @@ def run_gate(
                     k: (v.astype(expected[k].dtype) if k in expected else v) for k, v in out.items()
                 }
                 runs.outputs[name][case] = out
-            # Activity counts exist on the candidate's side only.
-            from .approximation import CALLS_PREFIX
-
-            counters = {c.activity.counter for c in stored if c.activity is not None}
             out = {
                 k: v
                 for k, v in out.items()
@@ -759,6 +823,17 @@ def run_gate(
                     f"({f.detail})"
                 )
 
+
+def _stored_verdicts(
+    spec: Spec,
+    stored: list[Claim],
+    case_names: list[str],
+    runs: _Runs,
+    expected_for: _Recorded,
+    result: GateResult,
+) -> None:
+    """Every stored claim's verdicts: per candidate for speed and dataset claims, per candidate
+    and case for the others (a case the candidate produced nothing for fails as ``run``)."""
     for claim in stored:
         for candidate in claim.candidates:
             produced = runs.outputs.get(candidate, {})
@@ -777,30 +852,37 @@ def run_gate(
                 if expected is None:
                     continue
                 if actual is None:
-                    result.verdicts.append(
-                        ClaimVerdict(
-                            claim.id,
-                            candidate,
-                            case,
-                            False,
-                            claim.oracle,
-                            claim.metric,
-                            claim.bound,
-                            claim.unit,
-                            failures=[
-                                Failure(
-                                    "run",
-                                    None,
-                                    None,
-                                    detail=f"runner {candidate} produced no outputs for this case "
-                                    "(its run error says why)",
-                                )
-                            ],
-                        )
-                    )
+                    result.verdicts.append(_produced_nothing(claim, candidate, case))
                     continue
                 result.verdicts.append(evaluate_claim(claim, candidate, case, actual, expected))
 
+
+def _produced_nothing(claim: Claim, candidate: str, case: str) -> ClaimVerdict:
+    return ClaimVerdict(
+        claim.id,
+        candidate,
+        case,
+        False,
+        claim.oracle,
+        claim.metric,
+        claim.bound,
+        claim.unit,
+        failures=[
+            Failure(
+                "run",
+                None,
+                None,
+                detail=f"runner {candidate} produced no outputs for this case "
+                "(its run error says why)",
+            )
+        ],
+    )
+
+
+def _cross_adapter_verdicts(
+    spec: Spec, stored: list[Claim], case_names: list[str], runs: _Runs, result: GateResult
+) -> None:
+    """Every adapter of a gated candidate against that candidate, case by case (exact)."""
     for candidate in dict.fromkeys(c for claim in stored for c in claim.candidates):
         for adapter in spec.adapters_of(candidate):
             for case in case_names:
@@ -811,15 +893,6 @@ def run_gate(
                 result.verdicts.append(
                     _cross_adapter(candidate, adapter.name, case, primary, other)
                 )
-
-    if stopped:
-        _drop_unrun(result, runs, {c.id for c in stored})
-    stderr = {n: s for n, s in runs.stderr.items() if s}
-    if stderr:
-        result.provenance["stderr"] = stderr
-    result.provenance["seconds"] = runs.seconds
-    result.finished = utc_now()
-    return result
 
 
 def _drop_unrun(result: GateResult, runs: _Runs, stored: set[str]) -> None:
