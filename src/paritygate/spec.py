@@ -192,6 +192,26 @@ class Runner:
         return dict(self.pins.get("files", {}))
 
 
+# The keys a [claims.<id>] table may hold.
+_CLAIM_KEYS = (
+    "outputs",
+    "metric",
+    "bound",
+    "unit",
+    "scope",
+    "oracle",
+    "mode",
+    "status",
+    "basis",
+    "hardware",
+    "candidates",
+    "published",
+    "description",
+    "params",
+    "activity",
+)
+
+
 @dataclass(frozen=True)
 class Claim:
     """A published number: the gate's bound is the claim's bound; there is no second number."""
@@ -856,39 +876,75 @@ class _Validator:
         self.keys(
             data,
             key,
-            (
-                "outputs",
-                "metric",
-                "bound",
-                "unit",
-                "scope",
-                "oracle",
-                "mode",
-                "status",
-                "basis",
-                "hardware",
-                "candidates",
-                "published",
-                "description",
-                "params",
-                "activity",
-            ),
+            _CLAIM_KEYS,
             required=("outputs", "metric", "bound", "oracle", "status"),
         )
+        metric, entry = self._claim_metric(data, key)
+        bound = self._claim_bound(data, key, metric, entry)
+        oracle, mode = self._claim_oracle_and_mode(data, key, metric, entry.scope)
+        status = self.choice(data, key, "status", STATUSES)
+        basis = dict(self.table_of(data.get("basis", {}), f"{key}.basis"))
+        if status == "calibrated" and not basis:
+            raise self.error(
+                f"{key}.basis",
+                "a calibrated claim states its basis (what was measured, when, on which hardware, "
+                "over how many cases)",
+            )
+        hw = self._claim_hardware(data, key, entry.scope, hardware)
+        chosen = self._claim_candidates(data, key, runners)
+        patterns = self.strings(data["outputs"], f"{key}.outputs")
+        for pattern in patterns:
+            if not _produced(pattern, outputs, runners):
+                raise self.error(
+                    f"{key}.outputs",
+                    f"{pattern!r} matches no output any runner produces (declared outputs: "
+                    f"{', '.join(outputs)})",
+                )
+        params = self._claim_params(data, key, metric, entry, cases)
+        published = (
+            self.strings(data["published"], f"{key}.published") if "published" in data else ()
+        )
+        activity = self._claim_activity(data, key, chosen, runners, mode)
+        return Claim(
+            id=cid,
+            outputs=patterns,
+            metric=metric,
+            bound=bound,
+            unit=self.string(data, key, "unit", "") if "unit" in data else "",
+            scope=entry.scope,
+            direction=entry.direction,
+            oracle=oracle,
+            mode=mode,
+            status=status,
+            hardware=hw,
+            candidates=chosen,
+            basis=_plain(basis),
+            published=published,
+            description=data.get("description", "")
+            if isinstance(data.get("description", ""), str)
+            else "",
+            params=_plain(params),
+            activity=activity,
+        )
+
+    def _claim_metric(self, data: dict[str, Any], key: str) -> tuple[str, Any]:
+        """The claim's metric and its registry entry; a declared scope must be the metric's."""
         metric = self.choice(data, key, "metric", METRICS)
         entry = claim_metrics.get(metric)
-        scope, direction = entry.scope, entry.direction
         if "scope" in data:
             declared_scope = self.choice(data, key, "scope", SCOPES)
-            if declared_scope != scope:
+            if declared_scope != entry.scope:
                 raise self.error(
                     f"{key}.scope",
-                    f"metric {metric!r} is measured per {scope}, not per {declared_scope}",
+                    f"metric {metric!r} is measured per {entry.scope}, not per {declared_scope}",
                 )
+        return metric, entry
+
+    def _claim_bound(self, data: dict[str, Any], key: str, metric: str, entry: Any) -> float:
+        """The bound, refused where no measurement of the metric could meet it."""
         bound = self.number(data["bound"], f"{key}.bound")
-        direction_of = entry.direction
         ranges = {"cosine": (-1.0, 1.0), "ssim": (-1.0, 1.0)}  # accuracy may be in percent
-        if direction_of == "max" and bound < 0:
+        if entry.direction == "max" and bound < 0:
             raise self.error(
                 f"{key}.bound",
                 f"{metric} is an upper bound on a quantity that cannot be negative: got {bound:g}, "
@@ -903,6 +959,12 @@ class _Validator:
             raise self.error(f"{key}.bound", f"ULP distance is a whole number, got {bound:g}")
         if metric == "exact" and bound != 0:
             raise self.error(f"{key}.bound", "metric 'exact' is byte equality: the bound must be 0")
+        return bound
+
+    def _claim_oracle_and_mode(
+        self, data: dict[str, Any], key: str, metric: str, scope: str
+    ) -> tuple[str, str]:
+        """The oracle and the mode, and the combinations that cannot hold."""
         oracle = self.choice(data, key, "oracle", ORACLES)
         mode = self.choice(data, key, "mode", MODES, "stored")
         if oracle == "no-op":
@@ -920,14 +982,12 @@ class _Validator:
                 f"{key}.mode",
                 f"paired mode compares one case at a time; a {scope} claim runs in stored mode",
             )
-        status = self.choice(data, key, "status", STATUSES)
-        basis = dict(self.table_of(data.get("basis", {}), f"{key}.basis"))
-        if status == "calibrated" and not basis:
-            raise self.error(
-                f"{key}.basis",
-                "a calibrated claim states its basis (what was measured, when, on which hardware, "
-                "over how many cases)",
-            )
+        return oracle, mode
+
+    def _claim_hardware(
+        self, data: dict[str, Any], key: str, scope: str, hardware: dict[str, HardwareClass]
+    ) -> str:
+        """The hardware class the claim holds for (``any``, except for a speed claim)."""
         hw = self.string(data, key, "hardware", "any")
         if hw != "any" and hw not in hardware:
             raise self.error(
@@ -940,6 +1000,12 @@ class _Validator:
                 "a speed claim holds for one hardware class; name it (timings are meaningless "
                 "across machines)",
             )
+        return hw
+
+    def _claim_candidates(
+        self, data: dict[str, Any], key: str, runners: dict[str, Runner]
+    ) -> tuple[str, ...]:
+        """The candidate runners the claim holds for (default: every candidate)."""
         candidate_names = [r.name for r in runners.values() if r.role == "candidate"]
         chosen = (
             self.strings(data["candidates"], f"{key}.candidates")
@@ -952,14 +1018,13 @@ class _Validator:
                     f"{key}.candidates",
                     f"{c!r} is not a candidate runner (candidates: {', '.join(candidate_names)})",
                 )
-        patterns = self.strings(data["outputs"], f"{key}.outputs")
-        for pattern in patterns:
-            if not _produced(pattern, outputs, runners):
-                raise self.error(
-                    f"{key}.outputs",
-                    f"{pattern!r} matches no output any runner produces (declared outputs: "
-                    f"{', '.join(outputs)})",
-                )
+        return chosen
+
+    def _claim_params(
+        self, data: dict[str, Any], key: str, metric: str, entry: Any, cases: dict[str, Case]
+    ) -> dict[str, Any]:
+        """The metric's params: only those its registry entry accepts, every one it requires,
+        each of the right form."""
         params = dict(self.table_of(data.get("params", {}), f"{key}.params"))
         allowed_params = entry.params
         for p in params:
@@ -989,26 +1054,7 @@ class _Validator:
                     f"got {_kind(edges)}",
                 )
         if metric == "max_edge_delta" and ("match" in params or "min_iou" in params):
-            match = params.get("match", "label")
-            if match not in ("label", "iou"):
-                raise self.error(
-                    f"{key}.params.match",
-                    f"expected 'label' (boxes keyed by output name) or 'iou' (unlabelled boxes "
-                    f"paired by IoU), got {match!r}",
-                )
-            if "min_iou" in params and match != "iou":
-                raise self.error(f"{key}.params.min_iou", "min_iou needs match = 'iou'")
-            if match == "iou" and "edges" in params:
-                raise self.error(f"{key}.params.edges", "IoU matching pairs boxes (x1, y1, x2, y2)")
-            min_iou = params.get("min_iou", 0.5)
-            if (
-                isinstance(min_iou, bool)
-                or not isinstance(min_iou, (int, float))
-                or not 0 <= min_iou <= 1
-            ):
-                raise self.error(
-                    f"{key}.params.min_iou", f"expected a number in [0, 1], got {min_iou!r}"
-                )
+            self._check_box_matching(params, key)
         if metric in ("accuracy", "ece"):
             label = params.get("label", "label")
             unlabelled = [c.name for c in cases.values() if label not in c.labels]
@@ -1018,47 +1064,58 @@ class _Validator:
                     f"{metric} needs a label {label!r} on every case; missing on "
                     f"{', '.join(unlabelled)}",
                 )
-        published = (
-            self.strings(data["published"], f"{key}.published") if "published" in data else ()
-        )
-        activity = None
-        if "activity" in data:
-            where = self.error(f"{key}.activity", "").where
-            activity = ActivityBand.from_mapping(data["activity"], where=where)
-            outside = [c for c in chosen if runners[c].kind != "python"]
-            if outside:
-                raise self.error(
-                    f"{key}.activity.calls",
-                    f"paritygate counts calls inside an in-process runner; candidate(s) "
-                    f"{', '.join(outside)} run as a command",
-                )
-            if activity.measure == "skipped" and mode != "paired":
-                raise self.error(
-                    f"{key}.activity.measure",
-                    "'skipped' counts the reference's calls and the candidate's in one process: "
-                    'it needs mode = "paired"',
-                )
-        return Claim(
-            id=cid,
-            outputs=patterns,
-            metric=metric,
-            bound=bound,
-            unit=self.string(data, key, "unit", "") if "unit" in data else "",
-            scope=scope,
-            direction=direction,
-            oracle=oracle,
-            mode=mode,
-            status=status,
-            hardware=hw,
-            candidates=chosen,
-            basis=_plain(basis),
-            published=published,
-            description=data.get("description", "")
-            if isinstance(data.get("description", ""), str)
-            else "",
-            params=_plain(params),
-            activity=activity,
-        )
+        return params
+
+    def _check_box_matching(self, params: dict[str, Any], key: str) -> None:
+        """``match`` (by label or by IoU) and ``min_iou`` of an edge claim on boxes."""
+        match = params.get("match", "label")
+        if match not in ("label", "iou"):
+            raise self.error(
+                f"{key}.params.match",
+                f"expected 'label' (boxes keyed by output name) or 'iou' (unlabelled boxes "
+                f"paired by IoU), got {match!r}",
+            )
+        if "min_iou" in params and match != "iou":
+            raise self.error(f"{key}.params.min_iou", "min_iou needs match = 'iou'")
+        if match == "iou" and "edges" in params:
+            raise self.error(f"{key}.params.edges", "IoU matching pairs boxes (x1, y1, x2, y2)")
+        min_iou = params.get("min_iou", 0.5)
+        if (
+            isinstance(min_iou, bool)
+            or not isinstance(min_iou, (int, float))
+            or not 0 <= min_iou <= 1
+        ):
+            raise self.error(
+                f"{key}.params.min_iou", f"expected a number in [0, 1], got {min_iou!r}"
+            )
+
+    def _claim_activity(
+        self,
+        data: dict[str, Any],
+        key: str,
+        chosen: tuple[str, ...],
+        runners: dict[str, Runner],
+        mode: str,
+    ) -> ActivityBand | None:
+        """The activity band of an approximation claim, counted inside in-process runners."""
+        if "activity" not in data:
+            return None
+        where = self.error(f"{key}.activity", "").where
+        activity = ActivityBand.from_mapping(data["activity"], where=where)
+        outside = [c for c in chosen if runners[c].kind != "python"]
+        if outside:
+            raise self.error(
+                f"{key}.activity.calls",
+                f"paritygate counts calls inside an in-process runner; candidate(s) "
+                f"{', '.join(outside)} run as a command",
+            )
+        if activity.measure == "skipped" and mode != "paired":
+            raise self.error(
+                f"{key}.activity.measure",
+                "'skipped' counts the reference's calls and the candidate's in one process: "
+                'it needs mode = "paired"',
+            )
+        return activity
 
 
 def _file_kind(path: Path) -> str:
