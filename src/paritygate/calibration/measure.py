@@ -77,26 +77,8 @@ def calibrate(
     leaves the band in every case is caught by the band, so it is reported but kept out of the
     metric's gap (the claim is the metric and the band together).
     """
-    if metric not in DIRECTIONS:
-        raise InputError(
-            f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}"
-        )
-    recorded = list(dict.fromkeys([metric, *metrics]))
-    for name in recorded:
-        if name not in DIRECTIONS:
-            raise InputError(f"unknown metric {name!r}", hint=f"use {', '.join(DIRECTIONS)}")
-    if isinstance(cases, int):
-        cases = list(range(cases))
-    cases = list(cases)
-    if not cases:
-        raise InputError("calibration needs cases: got none")
-    if len(cases) < min_cases:
-        raise InputError(
-            f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the "
-            "next "
-            f"case exceeds the largest observed noise with probability about 1/(n+1)",
-            hint="add cases, or pass min_cases= to accept the larger risk knowingly",
-        )
+    recorded = _recorded_metrics(metric, metrics)
+    cases = _checked_cases(cases, min_cases)
     if not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a whole number >= 1, got {repeats!r}")
     if mode not in ("paired", "stored"):
@@ -106,147 +88,25 @@ def calibrate(
     names = [m.name for m in mutations] + list(model_mutations)
     if len(set(names)) != len(names):
         raise InputError(f"mutation names must be unique, got {names}")
-
-    rng = np.random.default_rng(seed)
-    measure = _Measure(recorded, rel_eps, ssim_data_range, ssim_channel_axis)
-    case_names = [_case_name(c) for c in cases]
-    noise: dict[str, list[float]] = {m: [] for m in recorded}
-    noise_by_output: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
-    per_case_claim: dict[int, list[float]] = {}
-    exactly_zero = True
-    baselines: dict[int, dict[str, np.ndarray]] = {}
-    candidates: dict[int, dict[str, np.ndarray]] = {}
-    candidate_paths: dict[int, set[str]] = {}  # every output the unmutated candidate reported
-    covered: list[str] | None = None
     counters = list(counters)
     if activity_band is not None and activity_band[0] not in counters:
         counters.append(activity_band[0])
-    activity: dict[str, dict[str, list[float]]] = {c: {"candidate": []} for c in counters}
-    for repeat in range(repeats):
-        order = list(range(len(cases)))
-        if reorder and repeat > 0:
-            order = [int(i) for i in rng.permutation(len(cases))]
-        for index in order:
-            where = f"case {case_names[index]}"
-            baseline_tree, candidate_tree = _pair(run_pair(cases[index]), where)
-            baseline = _host_tree(baseline_tree, where + " (baseline)", outputs)
-            candidate = _host_tree(candidate_tree, where + " (candidate)", outputs)
-            if covered is None:
-                covered = _select(baseline, outputs, baseline_tree)
-            _same_outputs(baseline, candidate, covered, where)
-            values, zero = measure(candidate, baseline, covered)
-            exactly_zero &= zero
-            for name in recorded:
-                noise[name].append(_worst(name, [values[path][name] for path in covered]))
-                for path in covered:
-                    noise_by_output[name].setdefault(path, []).append(values[path][name])
-            per_case_claim.setdefault(index, []).append(noise[metric][-1])
-            for counter in counters:
-                activity[counter]["candidate"].append(_counter(candidate_tree, counter, where))
-            if repeat == 0:
-                baselines[index] = {p: baseline[p] for p in covered}
-                candidates[index] = {p: candidate[p] for p in covered}
-                candidate_paths[index] = set(candidate)
-    assert covered is not None  # at least one case ran
 
+    rng = np.random.default_rng(seed)
+    measure = _Measure(recorded, rel_eps, ssim_data_range, ssim_channel_axis)
+    noise = _Noise(recorded, [_case_name(c) for c in cases], counters)
+    noise.measure(run_pair, cases, measure, metric, outputs, repeats, reorder, rng)
     bugs: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
-    summaries: list[MutationSummary] = []
-    for mi, mutation in enumerate(mutations):
-        applied = 0
-        changed_cases: list[str] = []
-        for index in range(len(cases)):
-            mutated, changed = {}, False
-            case_rng = np.random.default_rng([seed, mi, index])
-            for path in covered:
-                original = candidates[index][path]
-                result = mutation.apply(original, case_rng)
-                if result is None:
-                    mutated[path] = original
-                    continue
-                changed |= not _bytes_equal(result, original)
-                mutated[path] = result
-            if not changed:
-                continue  # the mutation injected nothing here: no bug to measure
-            applied += 1
-            changed_cases.append(case_names[index])
-            values, _ = measure(mutated, baselines[index], covered)
-            for name in recorded:
-                bugs[name].setdefault(mutation.name, []).append(
-                    _worst(name, [values[p][name] for p in covered])
-                )
-        summaries.append(
-            MutationSummary(
-                mutation.name,
-                "output",
-                mutation.description,
-                applied,
-                None,
-                changed_cases=changed_cases,
-            )
-        )
-    for name_m, make in model_mutations.items():
-        applied = 0
-        changed_cases = []
-        structure_changed: list[str] = []
-        for index in range(len(cases)):
-            where = f"model mutation {name_m!r}, case {case_names[index]}"
-            try:
-                mutated_tree = make(cases[index])
-            except Exception as exc:
-                exc.add_note(f"paritygate.calibrate: raised by {where}")
-                raise
-            mutated = _host_tree(mutated_tree, where, outputs)
-            for counter in counters:
-                activity[counter].setdefault(name_m, []).append(
-                    _counter(mutated_tree, counter, where)
-                )
-            changes = _structure_changes(baselines[index], mutated, covered, candidate_paths[index])
-            if changes:
-                # A mutated model that changes an output's structure fails the claim in the most
-                # obvious way: caught in this case, at the metric's worst value, never noise.
-                applied += 1
-                changed_cases.append(case_names[index])
-                structure_changed.append(
-                    f"case {case_names[index]}: structure changed: {'; '.join(changes)}"
-                )
-                for name in recorded:
-                    bugs[name].setdefault(name_m, []).append(claim_metrics.get(name).worst)
-                continue
-            if all(_bytes_equal(mutated[p], candidates[index][p]) for p in covered):
-                continue  # the same rule as output mutations: nothing injected in this case
-            applied += 1
-            changed_cases.append(case_names[index])
-            values, _ = measure(mutated, baselines[index], covered)
-            for name in recorded:
-                bugs[name].setdefault(name_m, []).append(
-                    _worst(name, [values[p][name] for p in covered])
-                )
-        description = (getattr(make, "__doc__", None) or "").strip().splitlines()
-        summaries.append(
-            MutationSummary(
-                name_m,
-                "model",
-                description[0] if description else "",
-                applied,
-                None,
-                structure_changed=structure_changed,
-                changed_cases=changed_cases,
-            )
-        )
+    summaries = _output_mutations(mutations, noise, measure, seed, bugs)
+    summaries += _model_mutations(model_mutations, cases, noise, measure, outputs, bugs)
 
-    band_caught: dict[str, int] = {}
-    if activity_band is not None:
-        counter, low, high = activity_band
-        for name_m in model_mutations:
-            values = activity[counter].get(name_m, [])
-            if values and all(not low <= v <= high for v in values):
-                band_caught[name_m] = len(values)
+    band_caught = _caught_by_band(activity_band, model_mutations, noise.activity)
     outside_gap = {
         name_m: {m: bugs[m].pop(name_m) for m in recorded if name_m in bugs[m]}
         for name_m in band_caught
     }
     distributions = {
-        name: _distribution(name, noise[name], noise_by_output[name], bugs[name])
+        name: _distribution(name, noise.values[name], noise.by_output[name], bugs[name])
         for name in recorded
     }
     claim = distributions[metric]
@@ -259,18 +119,18 @@ def calibrate(
 
     spread = None
     if repeats > 1:
-        spread = max(max(v) - min(v) for v in per_case_claim.values())
+        spread = max(max(v) - min(v) for v in noise.per_case_claim.values())
     result = CalibrationResult(
         metric=metric,
         direction=DIRECTIONS[metric],
         mode=mode,
-        cases=case_names,
+        cases=noise.case_names,
         repeats=repeats,
         reorder=reorder,
-        outputs=covered,
+        outputs=noise.covered,
         by_metric=distributions,
         mutations=summaries,
-        noise_exactly_zero=exactly_zero,
+        noise_exactly_zero=noise.exactly_zero,
         proposal="none",
         proposed_bound=None,
         bound_before_margin=None,
@@ -280,7 +140,7 @@ def calibrate(
         risk=1.0 / (len(cases) + 1),
         repeat_spread=spread,
         environment=_environment(),
-        activity=activity,
+        activity=noise.activity,
         band_caught_signals=outside_gap,
         claim_id=claim_id,
         label=label,
@@ -290,6 +150,222 @@ def calibrate(
         if summary.caught_by:
             summary.caught = band_caught[summary.name]
     return result
+
+
+def _recorded_metrics(metric: str, metrics: Iterable[str]) -> list[str]:
+    """The claim's metric first, then every other metric recorded; unknown ones refused."""
+    if metric not in DIRECTIONS:
+        raise InputError(
+            f"cannot calibrate metric {metric!r}", hint=f"use one of {', '.join(DIRECTIONS)}"
+        )
+    recorded = list(dict.fromkeys([metric, *metrics]))
+    for name in recorded:
+        if name not in DIRECTIONS:
+            raise InputError(f"unknown metric {name!r}", hint=f"use {', '.join(DIRECTIONS)}")
+    return recorded
+
+
+def _checked_cases(cases: Sequence[Any] | int, min_cases: int) -> list[Any]:
+    """The cases as a list (a count is ``range(n)``), at least ``min_cases`` of them."""
+    if isinstance(cases, int):
+        cases = list(range(cases))
+    cases = list(cases)
+    if not cases:
+        raise InputError("calibration needs cases: got none")
+    if len(cases) < min_cases:
+        raise InputError(
+            f"calibration needs at least {min_cases} cases, got {len(cases)}: with n cases the "
+            "next "
+            f"case exceeds the largest observed noise with probability about 1/(n+1)",
+            hint="add cases, or pass min_cases= to accept the larger risk knowingly",
+        )
+    return cases
+
+
+class _Noise:
+    """The unmutated pairs, measured over every case and repeat: each metric's worst value per
+    run (overall and per output), the claim metric per case, the activity counters, and the
+    first repeat's host outputs that the mutations start from."""
+
+    def __init__(self, recorded: list[str], case_names: list[str], counters: list[str]):
+        self.recorded = recorded
+        self.case_names = case_names
+        self.counters = counters
+        self.values: dict[str, list[float]] = {m: [] for m in recorded}
+        self.by_output: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
+        self.per_case_claim: dict[int, list[float]] = {}
+        self.exactly_zero = True
+        self.baselines: dict[int, dict[str, np.ndarray]] = {}
+        self.candidates: dict[int, dict[str, np.ndarray]] = {}
+        self.candidate_paths: dict[int, set[str]] = {}  # every output the candidate reported
+        self.covered: list[str] = []
+        self.activity: dict[str, dict[str, list[float]]] = {c: {"candidate": []} for c in counters}
+
+    def measure(
+        self,
+        run_pair: RunPair,
+        cases: list[Any],
+        measure: _Measure,
+        metric: str,
+        outputs: Sequence[str] | None,
+        repeats: int,
+        reorder: bool,
+        rng: np.random.Generator,
+    ) -> None:
+        covered: list[str] | None = None
+        for repeat in range(repeats):
+            order = list(range(len(cases)))
+            if reorder and repeat > 0:
+                order = [int(i) for i in rng.permutation(len(cases))]
+            for index in order:
+                where = f"case {self.case_names[index]}"
+                baseline_tree, candidate_tree = _pair(run_pair(cases[index]), where)
+                baseline = _host_tree(baseline_tree, where + " (baseline)", outputs)
+                candidate = _host_tree(candidate_tree, where + " (candidate)", outputs)
+                if covered is None:
+                    covered = _select(baseline, outputs, baseline_tree)
+                _same_outputs(baseline, candidate, covered, where)
+                values, zero = measure(candidate, baseline, covered)
+                self.exactly_zero &= zero
+                for name in self.recorded:
+                    self.values[name].append(_worst(name, [values[path][name] for path in covered]))
+                    for path in covered:
+                        self.by_output[name].setdefault(path, []).append(values[path][name])
+                self.per_case_claim.setdefault(index, []).append(self.values[metric][-1])
+                for counter in self.counters:
+                    self.activity[counter]["candidate"].append(
+                        _counter(candidate_tree, counter, where)
+                    )
+                if repeat == 0:
+                    self.baselines[index] = {p: baseline[p] for p in covered}
+                    self.candidates[index] = {p: candidate[p] for p in covered}
+                    self.candidate_paths[index] = set(candidate)
+        assert covered is not None  # at least one case ran
+        self.covered = covered
+
+    def worst_values(self, measure: _Measure, index: int, mutated: dict[str, Any]) -> dict:
+        """Every recorded metric's worst value over the covered outputs of a mutated case."""
+        values, _ = measure(mutated, self.baselines[index], self.covered)
+        return {
+            name: _worst(name, [values[p][name] for p in self.covered]) for name in self.recorded
+        }
+
+
+def _output_mutations(
+    mutations: Sequence[Mutation],
+    noise: _Noise,
+    measure: _Measure,
+    seed: int,
+    bugs: dict[str, dict[str, list[float]]],
+) -> list[MutationSummary]:
+    """Each output mutation applied to the candidate's outputs of every case it changes; the
+    metrics of each changed case go into ``bugs``."""
+    summaries = []
+    for mi, mutation in enumerate(mutations):
+        changed_cases: list[str] = []
+        for index in range(len(noise.case_names)):
+            mutated, changed = {}, False
+            case_rng = np.random.default_rng([seed, mi, index])
+            for path in noise.covered:
+                original = noise.candidates[index][path]
+                result = mutation.apply(original, case_rng)
+                if result is None:
+                    mutated[path] = original
+                    continue
+                changed |= not _bytes_equal(result, original)
+                mutated[path] = result
+            if not changed:
+                continue  # the mutation injected nothing here: no bug to measure
+            changed_cases.append(noise.case_names[index])
+            for name, value in noise.worst_values(measure, index, mutated).items():
+                bugs[name].setdefault(mutation.name, []).append(value)
+        summaries.append(
+            MutationSummary(
+                mutation.name,
+                "output",
+                mutation.description,
+                len(changed_cases),
+                None,
+                changed_cases=changed_cases,
+            )
+        )
+    return summaries
+
+
+def _model_mutations(
+    model_mutations: Mapping[str, Callable[[Any], Tree]],
+    cases: list[Any],
+    noise: _Noise,
+    measure: _Measure,
+    outputs: Sequence[str] | None,
+    bugs: dict[str, dict[str, list[float]]],
+) -> list[MutationSummary]:
+    """Each mutated model run on every case; a case whose outputs it changes is a signal (a
+    changed output structure at the metric's worst value), its counters go into the activity."""
+    summaries = []
+    for name_m, make in model_mutations.items():
+        changed_cases: list[str] = []
+        structure_changed: list[str] = []
+        for index in range(len(cases)):
+            case_name = noise.case_names[index]
+            where = f"model mutation {name_m!r}, case {case_name}"
+            try:
+                mutated_tree = make(cases[index])
+            except Exception as exc:
+                exc.add_note(f"paritygate.calibrate: raised by {where}")
+                raise
+            mutated = _host_tree(mutated_tree, where, outputs)
+            for counter in noise.counters:
+                noise.activity[counter].setdefault(name_m, []).append(
+                    _counter(mutated_tree, counter, where)
+                )
+            changes = _structure_changes(
+                noise.baselines[index], mutated, noise.covered, noise.candidate_paths[index]
+            )
+            if changes:
+                # A mutated model that changes an output's structure fails the claim in the most
+                # obvious way: caught in this case, at the metric's worst value, never noise.
+                changed_cases.append(case_name)
+                structure_changed.append(
+                    f"case {case_name}: structure changed: {'; '.join(changes)}"
+                )
+                for name in noise.recorded:
+                    bugs[name].setdefault(name_m, []).append(claim_metrics.get(name).worst)
+                continue
+            if all(_bytes_equal(mutated[p], noise.candidates[index][p]) for p in noise.covered):
+                continue  # the same rule as output mutations: nothing injected in this case
+            changed_cases.append(case_name)
+            for name, value in noise.worst_values(measure, index, mutated).items():
+                bugs[name].setdefault(name_m, []).append(value)
+        description = (getattr(make, "__doc__", None) or "").strip().splitlines()
+        summaries.append(
+            MutationSummary(
+                name_m,
+                "model",
+                description[0] if description else "",
+                len(changed_cases),
+                None,
+                structure_changed=structure_changed,
+                changed_cases=changed_cases,
+            )
+        )
+    return summaries
+
+
+def _caught_by_band(
+    activity_band: tuple[str, float, float] | None,
+    model_mutations: Mapping[str, Any],
+    activity: dict[str, dict[str, list[float]]],
+) -> dict[str, int]:
+    """Model mutations whose counter leaves the activity band in every case (by case count)."""
+    caught: dict[str, int] = {}
+    if activity_band is not None:
+        counter, low, high = activity_band
+        for name_m in model_mutations:
+            values = activity[counter].get(name_m, [])
+            if values and all(not low <= v <= high for v in values):
+                caught[name_m] = len(values)
+    return caught
 
 
 def _pair(value: Any, where: str) -> tuple[Any, Any]:
