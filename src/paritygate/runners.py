@@ -3,7 +3,9 @@
 Two kinds are equal citizens:
 
 - in-process Python callables (``module:function``, or a ``factory`` called once at activation
-  that returns the callable), imported with the spec's folder on ``sys.path``; with a ``timeout``
+  that returns the callable), imported with the spec's folder on ``sys.path`` or, when that
+  folder is a package (it holds ``__init__.py``), as that package's modules (see
+  :func:`import_name`); with a ``timeout``
   import, factory and calls run on a watched thread of the runner (a call past it fails, but
   cannot be stopped);
 - commands run as subprocesses under the versioned protocol of ``docs/subprocess-protocol.md``
@@ -202,6 +204,27 @@ class _CallThread:
         self._jobs.put(None)
 
 
+def import_name(root: Path, module: str) -> tuple[str, Path]:
+    """How a spec in folder ``root`` imports its ``module``: (import name, ``sys.path`` entry).
+
+    A plain folder is put on ``sys.path`` and ``module`` imported as named. A folder that is a
+    package (it holds ``__init__.py``) is imported as one: a module of the folder is the
+    package's submodule (``runners`` in ``ports/vad/parity.toml`` is ``vad.runners``) with the
+    package's parent on ``sys.path``, so that projects whose modules share a name (``runners``,
+    ``model``) live side by side in one process, and the package's modules import each other
+    relatively (``from . import postprocess``). A name that is not a module of the folder is
+    imported as named."""
+    root = Path(root)
+    if (root / "__init__.py").is_file():
+        top = module.split(".")[0]
+        if top != root.name and (
+            (root / f"{top}.py").is_file() or (root / top / "__init__.py").is_file()
+        ):
+            return f"{root.name}.{module}", root.parent
+        return module, root.parent
+    return module, root
+
+
 _IMPORTED: dict[str, int] = {}  # top-level module of a spec folder -> source mtime when imported
 
 
@@ -218,16 +241,16 @@ class PythonRunner(ActiveRunner):
 
     def _resolve(self, target: str) -> Callable[..., Any]:
         module_name, attr = target.split(":")
+        module_name, entry = import_name(self.spec.root, module_name)
         top = module_name.split(".")[0]
         loaded = sys.modules.get(top)
-        local = [
-            p
-            for p in (self.spec.root / f"{top}.py", self.spec.root / top / "__init__.py")
-            if p.exists()
-        ]
+        local = [p for p in (entry / f"{top}.py", entry / top / "__init__.py") if p.exists()]
+        if local and len(module_name.split(".")) > 1:  # the module's own file, in a package
+            own = entry.joinpath(*module_name.split("."))
+            local += [p for p in (own.with_suffix(".py"), own / "__init__.py") if p.exists()]
         if loaded is not None and local:
             origin = Path(getattr(loaded, "__file__", "") or "").resolve()
-            stamp = local[0].stat().st_mtime_ns
+            stamp = max(p.stat().st_mtime_ns for p in local)
             if origin != local[0].resolve() or _IMPORTED.get(top) != stamp:
                 # Another project's module of the same name is cached, or the project's source
                 # changed since it was imported (a long-lived process such as a test session):
@@ -235,7 +258,7 @@ class PythonRunner(ActiveRunner):
                 for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
                     del sys.modules[name]
         if local:
-            _IMPORTED[top] = local[0].stat().st_mtime_ns
+            _IMPORTED[top] = max(p.stat().st_mtime_ns for p in local)
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
@@ -257,7 +280,7 @@ class PythonRunner(ActiveRunner):
         return function
 
     def activate(self) -> None:
-        root = str(self.spec.root)
+        root = str(import_name(self.spec.root, "")[1])
         if root not in sys.path:
             sys.path.insert(0, root)
             self._added_path = True
@@ -314,7 +337,7 @@ class PythonRunner(ActiveRunner):
         self.function = None
         if self._added_path:
             try:
-                sys.path.remove(str(self.spec.root))
+                sys.path.remove(str(import_name(self.spec.root, "")[1]))
             except ValueError:
                 pass
             self._added_path = False
@@ -339,8 +362,13 @@ class PythonRunner(ActiveRunner):
 
                 from .approximation import CALLS_PREFIX, count_calls
 
+                # The spec names a target as it names its callables: imported the same way.
+                named = {}
+                for target in targets:
+                    module, _, path = target.partition(":")
+                    named[f"{import_name(self.spec.root, module)[0]}:{path}"] = target
                 try:
-                    counter = count_calls(targets).__enter__()
+                    counter = count_calls(list(named)).__enter__()
                 except InputError as exc:
                     raise RunFailure(self.name, case.name, "import", exc.message) from None
                 try:
@@ -348,7 +376,7 @@ class PythonRunner(ActiveRunner):
                 finally:
                     counter.__exit__(None, None, None)
                 for target, calls in counter.counts.items():
-                    tree[CALLS_PREFIX + target] = numpy.int64(calls)
+                    tree[CALLS_PREFIX + named[target]] = numpy.int64(calls)
                 return tree
         else:
             counted = None

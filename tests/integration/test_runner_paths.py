@@ -87,3 +87,60 @@ def test_paths_are_checked(tmp_path):
     path.write_text(text.replace('"weights/w.npy"', '"../w.npy"'))
     with pytest.raises(SpecError, match="escapes the spec's folder"):
         load_spec(path)
+
+
+# Two projects whose modules share names (``tiny``, ``helpers``), each a package: a module imports
+# its sibling relatively, and each project's gate runs its own code in one process.
+HELPERS = "SCALE = {scale}\n"
+PACKAGED_MODEL = """
+import numpy as np
+
+from .helpers import SCALE
+
+W = np.random.default_rng(0).standard_normal((8, 4))
+
+
+def reference(case):
+    x = case.load()["x"]
+    logits = x @ W
+    return {"y": np.tanh(logits), "logits": logits}
+
+
+def candidate32(case):
+    x = case.load()["x"].astype(np.float32)
+    logits = (x @ W.astype(np.float32)) * np.float32(SCALE)
+    return {"y": np.tanh(logits), "logits": logits}
+"""
+
+
+def _package(root, scale: float):
+    modules = {
+        "__init__.py": '"""A parity project that is a package."""\n',
+        "tiny.py": PACKAGED_MODEL,
+        "helpers.py": HELPERS.format(scale=scale),
+    }
+    path = make_project(root, modules=modules)
+    record(load_spec(path))
+    return load_spec(path)
+
+
+def test_a_package_project_imports_its_modules_as_the_package_s(tmp_path):
+    import sys
+
+    from paritygate.runners import import_name
+
+    good = _package(tmp_path / "good_port", scale=1.0)
+    bad = _package(tmp_path / "bad_port", scale=1.01)  # a planted 1 % scale in its helper
+    assert import_name(good.root, "tiny") == ("good_port.tiny", tmp_path)
+    assert import_name(good.root, "numpy") == ("numpy", tmp_path)
+    assert import_name(tmp_path, "tiny")[0] == "tiny"  # a plain folder: names as written
+    first = run_gate(good)
+    assert first.passed, first.errors
+    second = run_gate(bad)
+    assert not second.passed and not second.errors
+    assert all(v.metric == "max_abs" and v.observed > 1e-3 for v in second.verdicts)
+    assert run_gate(good).passed  # and back: each run imports its own project's code
+    assert sys.modules["good_port.helpers"].SCALE == 1.0
+    assert sys.modules["bad_port.helpers"].SCALE == 1.01
+    assert "helpers" not in sys.modules  # never imported as a top-level module
+    assert str(tmp_path) not in sys.path  # the runner took its path entry off again
