@@ -5,10 +5,12 @@ mutations that must fall beyond the proposed bound."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from spec_helpers import make_project
 
 from paritygate.calibration import calibrate_dataset_claim
 from paritygate.cli import main
+from paritygate.errors import InputError
 from paritygate.spec import load_spec
 
 MODEL = """
@@ -101,3 +103,91 @@ def test_a_mutation_inside_the_sampling_noise_refuses_and_write_keeps_the_spec(t
     claim = load_spec(path).claims["top1"]
     assert claim.status == "calibrated" and 0.4 < claim.bound < 13 / 16
     assert claim.basis["n"] == 16 and "scipy.stats.bootstrap" in claim.basis["bootstrap"]
+
+
+def _rows_project(tmp_path, rows_per_case: int = 40, cases: int = 4):
+    """Few cases of many independent rows each (a held-out set stored in chunks)."""
+    rng = np.random.default_rng(7)
+    arrays = {f"r{i}": {"x": rng.standard_normal((rows_per_case, 8))} for i in range(cases)}
+    head = 'format_version = 3\noutputs = ["scores", "extra"]\n'
+    for name, case in arrays.items():
+        labels = np.argmax(case["x"] @ W, axis=1)
+        labels[::6] = (labels[::6] + 1) % 4  # a sixth of the rows the reference gets wrong
+        head += (
+            f'\n[cases.{name}]\npath = "cases/{name}.npz"\n'
+            f'sha256 = "{{sha:{name}}}"\nlabel = {labels.tolist()}\n'
+        )
+    spec = (
+        head
+        + """
+[runners.reference]
+role = "reference"
+callable = "model:reference"
+
+[runners.port]
+role = "candidate"
+callable = "model:candidate"
+
+[claims.top1]
+outputs = ["scores"]
+metric = "accuracy"
+bound = 0.5
+oracle = "equivalence"
+status = "provisional"
+
+[claims.both]
+outputs = ["scores", "extra"]
+metric = "accuracy"
+bound = 0.5
+oracle = "equivalence"
+status = "provisional"
+"""
+    )
+    model = MODEL + (
+        "\n\ndef reference(case):\n"
+        "    x = case.load()['x']\n"
+        "    return {'scores': x @ W, 'extra': (x @ W)[:1]}\n"
+        "\n\ndef candidate(case):\n"
+        "    x = case.load()['x'].astype(np.float32)\n"
+        "    return {'scores': x @ W.astype(np.float32), 'extra': (x @ W)[:1]}\n"
+    )
+    return make_project(tmp_path, spec, modules={"model.py": model}, cases=arrays)
+
+
+def test_resampling_rows_bounds_a_chunked_held_out_set_by_its_items(tmp_path):
+    path = _rows_project(tmp_path)
+    by_rows = calibrate_dataset_claim(
+        path, "top1", model_mutations={"shuffled": "model:shuffled"}, resamples=400, unit="rows"
+    )
+    assert by_rows, by_rows.summary()
+    assert by_rows.unit == "rows" and by_rows.units == 160 and len(by_rows.cases) == 4
+    assert by_rows.observed == 1 - 4 * 7 / 160  # every sixth row of each case is wrong
+    # the sampling noise of 160 items: about 1.645 * sqrt(p (1 - p) / 160) below the observed
+    assert 0.76 < by_rows.interval < by_rows.observed
+    assert by_rows.mutations["shuffled"] < by_rows.proposed_bound <= by_rows.interval
+    assert "bound over 160 rows of the cases" in by_rows.summary()
+    assert by_rows.basis()["n"] == 160 and "160 rows" in by_rows.basis()["bootstrap"]
+    # the other direction: a harmless change stays inside the noise of the rows and is refused
+    nearly = calibrate_dataset_claim(
+        path, "top1", model_mutations={"nearly": "model:nearly"}, resamples=200, unit="rows"
+    )
+    assert not nearly and "nearly" in nearly.reason and nearly.proposed_bound is None
+
+
+def test_the_calibrate_command_resamples_rows_when_asked(tmp_path, capsys):
+    path = _rows_project(tmp_path, cases=2)
+    args = ["calibrate", str(path), "--claim", "top1", "--model-mutation", "s=model:shuffled"]
+    assert main([*args, "--unit", "rows"]) == 0
+    assert "bound over 80 rows of the cases" in capsys.readouterr().out
+    main(args)  # the default resamples the two cases
+    assert "bootstrap bound over cases" in capsys.readouterr().out
+
+
+def test_resampling_rows_refuses_outputs_of_different_row_counts_and_unknown_units(tmp_path):
+    path = _rows_project(tmp_path, cases=2)
+    with pytest.raises(InputError, match=r"covered outputs hold \[1, 40\] rows"):
+        calibrate_dataset_claim(
+            path, "both", model_mutations={"s": "model:shuffled"}, resamples=50, unit="rows"
+        )
+    with pytest.raises(InputError, match="unit must be 'cases' or 'rows', got 'items'"):
+        calibrate_dataset_claim(path, "top1", unit="items")

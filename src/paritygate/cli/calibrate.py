@@ -88,6 +88,13 @@ def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
     "bfloat16; 'all' or 'none'.",
 )
 @click.option(
+    "--unit",
+    type=click.Choice(["cases", "rows"]),
+    default="cases",
+    show_default=True,
+    help="Dataset claims: what the bootstrap resamples (rows: the items of chunked cases).",
+)
+@click.option(
     "--write", is_flag=True, help="Store bound, status = calibrated and the basis in the spec."
 )
 @click.option(
@@ -117,6 +124,7 @@ def calibrate_command(
     margins: tuple[str, ...],
     model_mutations: tuple[str, ...],
     mutation_names: str,
+    unit: str,
     write: bool,
     json_path: Path | None,
     plot_path: Path | None,
@@ -145,7 +153,7 @@ def calibrate_command(
 
     loaded_claim = _load(spec).claims.get(claim_id)
     if loaded_claim is not None and loaded_claim.scope == "dataset":
-        return _dataset_claim(spec, claim_id, candidate, chosen, model_mutations, write)
+        return _dataset_claim(spec, claim_id, candidate, chosen, model_mutations, write, unit)
     try:
         result = calibrate_claim(
             spec,
@@ -208,8 +216,9 @@ def _dataset_claim(
     chosen: Any,
     model_mutations: tuple[str, ...],
     write: bool,
+    unit: str = "cases",
 ) -> int:
-    """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases."""
+    """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases (or rows)."""
     from ..calibration import calibrate_dataset_claim
     from ..calibration.claims import _toml_basis
     from ..errors import InputError
@@ -229,6 +238,7 @@ def _dataset_claim(
             candidate=candidate,
             cases=names,
             model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
+            unit=unit,
         )
     except RunFailure as exc:
         raise InputError(f"a run failed during calibration: {exc.describe()}") from None
