@@ -17,10 +17,10 @@ workload classes of seed 003, kept apart:
 Phases, in this order, inside an optional time budget (``--deadline``; later phases shrink or
 are skipped and listed under ``skipped``):
 
-1. latency: ``time_side`` with 200 single calls per path for p95 (``--p95-workloads``: every path
-   on ``fixed``; the baseline and the paths built for each other class), the first call of each
-   path in the process timed apart as its cold call, the model's load time, and MLX's allocator
-   memory (active, peak, cache) and weight bytes;
+1. latency on the first ``--p95-workloads`` class: ``time_side`` with 200 single calls per path
+   for p95, the first call of each path in the process timed apart as its cold call, the model's
+   load time, and MLX's allocator memory (active, peak, cache) and weight bytes (at most a
+   quarter of the budget);
 2. comparisons: ``run_bench`` per optimization and workload (interleaved blocks analysed as
    pairs, A/A-calibrated threshold per workload, device and TF32 setting, a time budget each,
    outputs checked while timing: byte-equal for the exact optimizations on MLX CPU; finite with
@@ -28,7 +28,8 @@ are skipped and listed under ``skipped``):
    stages (prepare, build, compute, postprocess) from the same iterations; the Amdahl bound
    ``1 / (1 - f + f / s)`` from the baseline's measured fraction ``f`` of the stage the
    optimization targets and the measured speedup ``s``; padding waste and computed tokens;
-3. the block-local break-even sweep over lengths (random ids, one item).
+3. latency on the other ``--p95-workloads`` classes (the baseline and the paths built for each);
+4. the block-local break-even sweep over lengths (random ids, one item).
 
 Figures are labelled with the device they ran on; a CPU figure says nothing about the GPU.
 """
@@ -73,8 +74,19 @@ PLANS = {
         "rubric50": ["prefix-cache"],
         "duplicated50": ["prefix-cache"],
     },
+    # --plan study: each class with the optimizations seed 003 names it for (fixed shapes for
+    # kernels, variable lengths for scheduling and compilation, distinct questions for
+    # throughput, a repeated rubric for preparation reuse, duplicates reported apart)
+    "study": {
+        "fixed": ALL,
+        "variable": ["compiled", "token-batching", "pruned", "block-local"],
+        "distinct50": ["compiled", "token-batching", "q8", "q4"],
+        "rubric50": ["prefix-cache"],
+        "duplicated50": ["prefix-cache", "token-batching"],
+    },
     "full": {w: ALL for w in ("fixed", "variable", "distinct50", "rubric50", "duplicated50")},
 }
+AA_SECONDS = 20.0  # an A/A calibration of paritygate.bench runs at least this long per workload
 
 
 def workloads() -> dict[str, list[data.Item]]:
@@ -251,18 +263,22 @@ def _write(path: Path, result: dict) -> None:
     os.replace(tmp, path)
 
 
-def latency(gate_runners, loads, wname, names, calls, label, clock, reserve):
+def latency(gate_runners, loads, wname, names, calls, label, seconds, per_call=None):
     """p95 from ``calls`` single calls per path (cold call apart, 5 warm-up calls), with the
-    model's load time and MLX's memory after the calls."""
+    model's load time and MLX's memory after the calls, within ``seconds``: a path whose
+    estimated time (``per_call`` seconds a call, then the baseline's median here) does not fit
+    what is left is skipped."""
     import mlx.core as mx
 
     from paritygate.bench import time_side
 
     items = loads[wname]
     out = {}
+    clock = Clock(seconds)
     for name in names:
-        if clock.left() < reserve:
-            out[name] = {"skipped": "time budget"}
+        if clock.left() <= 0 or (per_call is not None and per_call * (calls + 7) > clock.left()):
+            out[name] = {"skipped": f"time budget (about {per_call * (calls + 7):.0f} s)"}
+            print(f"[{label}] latency {wname} {name}: skipped (time budget)", flush=True)
             continue
         t0 = time.perf_counter()
         try:
@@ -275,6 +291,8 @@ def latency(gate_runners, loads, wname, names, calls, label, clock, reserve):
             print(f"[{label}] latency {wname} {name}: {out[name]['error']}", flush=True)
             continue
         side["load_s"] = load_s
+        if name == "baseline":
+            per_call = side.get("p50_s") or side["cold_s"]
         side["memory"] = memory_probe()
         side["weights_mib"] = weights_mib(enc)
         out[name] = side
@@ -349,18 +367,36 @@ def main() -> None:
     }
     if args.extras_only and args.out.exists():
         result = {**json.loads(args.out.read_text()), "extras_command": " ".join(sys.argv)}
-    sweep_reserve = 0.0 if args.extras_only else 25.0
+    sweep_reserve = 0.0 if args.extras_only or not args.sweep_calls else 15.0
 
-    # 1. p95 from single calls, cold call apart (the first call of each path in this process)
+    # 1. p95 from single calls on the first class (every path), cold call apart (the first
+    # call of each path in this process), within a quarter of the budget; 3. the other classes
+    # after the comparisons, with what is left
     p95_loads = [w for w in args.p95_workloads if args.extras_only or w in chosen]
-    if args.p95_calls:
-        lat = result.setdefault("latency", {})
-        for wname in p95_loads:
+    lat = result.setdefault("latency", {})
+    p50_fixed = {}
+
+    def p95_phase(wnames, share):
+        for wname in wnames:
             names = args.p95_candidates or P95_SIDES[wname]
+            estimate = None
+            if "baseline" in p50_fixed and names and names[0] == "baseline":
+                ratio = sum(map(len, data.prepare_items(tok, loads[wname])))
+                ratio /= max(1, p50_fixed["tokens"])
+                estimate = p50_fixed["baseline"] * max(1.0, ratio)
+            seconds = min(clock.left(), share) if args.deadline else None
             lat[wname] = latency(
-                gate_runners, loads, wname, names, args.p95_calls, label, clock, 60.0
+                gate_runners, loads, wname, names, args.p95_calls, label, seconds, estimate
             )
+            measured = lat[wname].get("baseline", {})
+            if "cold_s" in measured and "baseline" not in p50_fixed:
+                p50_fixed["baseline"] = measured.get("p50_s") or measured["cold_s"]
+                p50_fixed["tokens"] = sum(len(p.ids) for p in data.prepare_items(tok, loads[wname]))
             _write(args.out, result)
+
+    if args.p95_calls and p95_loads:
+        p95_phase(p95_loads[:1], 0.25 * clock.left())
+    reserve = 0.0 if args.deadline is None else 0.15 * clock.left()
 
     # 2. paired comparisons, one optimization at a time, workload by workload
     runs = [] if args.extras_only else chosen
@@ -380,20 +416,26 @@ def main() -> None:
             "comparisons": {},
         }
         result["workloads"][wname] = wres
-        ref_out = base(items)
-        wres["padding_waste_baseline"] = base.last.padding_waste
+        ref_out = None  # the baseline's outputs, at the first comparison that runs
         for cand in [c for c in candidates if c in plan.get(wname, ALL)]:
             todo.remove((wname, cand))
-            left = clock.left() - sweep_reserve
             fresh_aa = args.threshold is None and not wres["comparisons"]
-            need = (20.0 if fresh_aa else 0.0) + 2.0
+            # A/A calibrations still to come: this workload's (if new) and every later one's
+            later = {w for w, _ in todo if w != wname}
+            aa_left = AA_SECONDS * (len(later) + (1 if fresh_aa else 0))
+            if args.threshold is not None:
+                aa_left = 0.0
+            left = clock.left() - sweep_reserve - reserve - aa_left
             budget = None
             if args.blocks is None:
-                budget = min(args.budget, (left - (20.0 if fresh_aa else 0.0)) / (1 + len(todo)))
-            if left < need or (budget is not None and budget < 1.0):
+                budget = min(args.budget, left / (1 + len(todo)))
+            if left < 1.0 or (budget is not None and budget < 1.0):
                 result["skipped"].append(f"{wname} {cand}: time budget")
                 print(f"[{label}] {wname} {cand}: skipped (time budget)", flush=True)
                 continue
+            if ref_out is None:
+                ref_out = base(items)
+                wres["padding_waste_baseline"] = base.last.padding_waste
             try:
                 enc = gate_runners.encoder_for(cand)
             except Exception as exc:
@@ -476,7 +518,10 @@ def main() -> None:
             _write(args.out, result)
         _write(args.out, result)
 
-    # 3. the block-local break-even sweep (one item of L tokens)
+    if args.p95_calls and len(p95_loads) > 1:
+        p95_phase(p95_loads[1:], clock.left() - sweep_reserve)
+
+    # 4. the block-local break-even sweep (one item of L tokens)
     if args.sweep_calls and clock.left() > 5.0:
         try:
             result["block_local_sweep"] = block_local_sweep(

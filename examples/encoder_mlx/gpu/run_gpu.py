@@ -25,10 +25,11 @@ Each call
 4. prints a short text table and writes it to ``summary.txt``.
 
 ``calibrate``: ``gpu_calibrate.py`` under ``MLX_ENABLE_TF32=0`` and under MLX's default (TF32
-on). ``bench``: ``bench_encoder.py`` with TF32 at its default (every optimization on the five
-workload classes, p95, the block-local sweep), then ``fixed`` and ``variable`` with
-``MLX_ENABLE_TF32=0``. ``--smoke`` shrinks every part to seconds for a dry run on MLX's CPU.
-Everything is written under ``--out``; A/A thresholds are cached in ``--out/aa-cache``.
+on). ``bench``: ``bench_encoder.py --plan study`` with TF32 at its default (each workload class
+with the optimizations seed 003 names it for, p95, the block-local sweep), then ``fixed`` and
+``variable`` with ``MLX_ENABLE_TF32=0``. ``--smoke`` shrinks every part to seconds for a dry run
+on MLX's CPU. Everything is written under ``--out``; A/A thresholds are cached in
+``--out/aa-cache``.
 """
 
 from __future__ import annotations
@@ -350,9 +351,9 @@ def main() -> None:
             second = [*common, "--workloads", "fixed", "--only", "pruned"]
             second += ["--p95-candidates", "baseline", "--sweep-calls", "0"]
         else:
-            first = ["--budget", "6", "--p95-workloads", *P95_ALL]
-            second = ["--budget", "4", "--workloads", "fixed", "variable", "--sweep-calls", "0"]
-            second += ["--p95-candidates", "baseline", "compiled", "q8", "q4"]
+            first = ["--plan", "study", "--budget", "6", "--p95-workloads", *P95_ALL]
+            second = ["--plan", "study", "--budget", "4", "--workloads", "fixed", "variable"]
+            second += ["--sweep-calls", "0", "--p95-candidates", "baseline", "compiled", "q8", "q4"]
         for name, part_env, extra, share in (
             ("bench-tf32-default", tf32_default, first, 0.68 * budget),
             ("bench-tf32-off", tf32_off, second, 0.32 * budget),
