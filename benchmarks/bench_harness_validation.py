@@ -301,14 +301,29 @@ def _busy_core():
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def run(minutes: float, out_dir: Path, condition: str, cells: list[tuple]) -> None:
+def run(
+    minutes: float,
+    out_dir: Path,
+    condition: str,
+    cells: list[tuple],
+    rotating: list[tuple] = (),
+    per_round: int = 0,
+) -> None:
+    """Rounds of ``cells`` (repeats allowed) plus ``per_round`` of the ``rotating`` cells, taken
+    in turn, all shuffled together so that every tool meets the same machine."""
+    from paritygate.bench._run import HARNESS_VERSION
+
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / "trials.jsonl"
     deadline = time.time() + 60 * minutes
     rng = random.Random(int(time.time()))
     round_ = 0
+    turn = 0
     while time.time() < deadline:
         order = list(cells)
+        for _ in range(per_round if rotating else 0):
+            order.append(rotating[turn % len(rotating)])
+            turn += 1
         rng.shuffle(order)
         for cell in order:
             if time.time() >= deadline:
@@ -332,6 +347,7 @@ def run(minutes: float, out_dir: Path, condition: str, cells: list[tuple]) -> No
                 "budget_s": budget,
                 "condition": condition,
                 "round": round_,
+                "harness_version": HARNESS_VERSION,
                 "wall_s": round(time.time() - start, 2),
                 "load_before": [round(x, 2) for x in load_before],
                 "load_after": [round(x, 2) for x in os.getloadavg()],
@@ -486,7 +502,11 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--out", type=Path, default=HERE / "validation")
     parser.add_argument("--condition", choices=("ambient", "busy"), default="busy")
-    parser.add_argument("--cells", default="all", help="comma-separated cell indices or 'all'")
+    parser.add_argument(
+        "--cells", default="all", help="comma-separated cell indices (repeats allowed) or 'all'"
+    )
+    parser.add_argument("--rotate", default="", help="cell indices taken in turn, a few per round")
+    parser.add_argument("--per-round", type=int, default=2, help="rotating cells per round")
     parser.add_argument("--report", type=Path)
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--overhead", action="store_true")
@@ -501,7 +521,8 @@ def main(argv=None) -> int:
         overhead()
         return 0
     cells = CELLS if args.cells == "all" else [CELLS[int(i)] for i in args.cells.split(",")]
-    run(args.minutes, args.out, args.condition, cells)
+    rotating = [CELLS[int(i)] for i in args.rotate.split(",") if i]
+    run(args.minutes, args.out, args.condition, cells, rotating, args.per_round)
     return 0
 
 

@@ -33,3 +33,16 @@ def chatty(x):
 
 def fails():
     raise RuntimeError("planted failure")
+
+
+def sleeps_then_works():
+    import time
+
+    time.sleep(0.01)  # waiting: wall time, no CPU time
+    _work(40_000)
+    return np.ones(3)
+
+
+def works():
+    _work(40_000)
+    return np.ones(3)

@@ -82,3 +82,72 @@ def test_outputs_are_checked_across_the_process_boundary():
     )
     assert result.output_check.startswith("checked on the first call and after each of 6")
     assert np.array_equal(seen[0][0]["output"], np.ones(3))
+
+
+# ---------------------------------------------------------------- the CPU clock
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+def test_the_cpu_clock_leaves_out_time_the_process_does_not_run(processes):
+    # a 10 ms sleep is invisible to the CPU clock and dominates the wall clock; the two sides
+    # do the same CPU work, so only the CPU clock can call them equivalent
+    kwargs = dict(workload="w", blocks=8, threshold=1.0, processes=processes, noise=False)
+    cpu = run_bench(
+        "bench_workloads:works", "bench_workloads:sleeps_then_works", clock="cpu", **kwargs
+    )
+    wall = run_bench(
+        "bench_workloads:works", "bench_workloads:sleeps_then_works", clock="wall", **kwargs
+    )
+    assert cpu.provenance["design"]["clock"] == "cpu"
+    assert "cpu clock" in cpu.provenance["mode"]
+    assert cpu.verdict is Verdict.EQUIVALENT, cpu.pair_ratios
+    assert wall.verdict is Verdict.SLOWER, wall.pair_ratios
+    shares = cpu.provenance["design"]["cpu_over_wall"]
+    assert set(shares) == {"baseline", "candidate"}
+    assert shares["candidate"] < 0.9  # it sleeps most of its wall time
+
+
+def test_the_cpu_clock_is_refused_where_it_would_measure_nothing():
+    import mlx.core as mx
+
+    with pytest.raises(InputError, match="clock='cpu' cannot time .*mx.eval"):
+        run_bench(
+            lambda: mx.ones(3) * 2,
+            lambda: mx.ones(3),
+            workload="w",
+            blocks=6,
+            threshold=0.5,
+            clock="cpu",
+            noise=False,
+        )
+    with pytest.raises(InputError, match="clock must be one of"):
+        run_bench(lambda: 1, lambda: 1, workload="w", blocks=6, threshold=0.5, clock="gpu")
+
+
+def test_the_cpu_clock_flags_work_spread_over_threads():
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(2)
+    data = b"x" * (1 << 20)
+
+    def two_threads():
+        # two threads hashing (which releases the GIL): CPU time up to twice the wall time
+        list(pool.map(lambda _: hashlib.sha256(data).digest(), range(2)))
+
+    result = run_bench(
+        two_threads,
+        two_threads,
+        workload="w",
+        blocks=6,
+        threshold=0.5,
+        clock="cpu",
+        noise=False,
+        processes=0,
+    )
+    pool.shutdown()
+    # on a machine whose other core is busy the share may stay near 1; the warning then must
+    # be absent, and present whenever the measured share says several threads worked
+    share = result.provenance["design"]["cpu_over_wall"]["baseline"]
+    flagged = any("several threads" in w for w in result.warnings)
+    assert flagged == (share > 1.1)

@@ -203,9 +203,11 @@ def resolve(target: Any, what: str = "benchmarked callable") -> Callable[..., An
 class _Side:
     """One side timed in this process."""
 
-    def __init__(self, name: str, fn: Callable[..., Any]):
+    def __init__(self, name: str, fn: Callable[..., Any], clock: str = "wall"):
         self.name = name
         self.fn = fn
+        self.clock_name = clock
+        self.clock = None if clock == "wall" else _timing.CLOCKS[clock]  # None: perf_counter
         self.staged = _timing.takes_iteration(fn)
         self.sync: Callable[[Any], None] | None = None
         self.loops = 1
@@ -223,6 +225,13 @@ class _Side:
         if self.sync is not None:
             self.sync(out)
         elapsed = time.perf_counter() - start
+        if self.clock_name == "cpu" and (self.sync is not None or self.staged):
+            what = "stage timing" if self.staged else f"outputs synchronized by {how}"
+            raise InputError(
+                f"clock='cpu' cannot time {self.name}: {what} needs the wall clock "
+                "(CPU time does not count waiting for a device or a lazy graph)",
+                hint="use clock='wall' for this benchmark",
+            )
         self.cuda = "torch.cuda.synchronize" in how and not self.staged
         if self.cuda:
             how += " (CUDA events and wall clock)"
@@ -245,17 +254,20 @@ class _Side:
             out: list[float] = []
             for _ in range(count):
                 self.flush()
-                out.extend(_timing.sample(self.fn, self.sync, self.loops, 1))
+                out.extend(_timing.sample(self.fn, self.sync, self.loops, 1, self.clock))
             return out, None
-        return _timing.sample(self.fn, self.sync, self.loops, count), None
+        return _timing.sample(self.fn, self.sync, self.loops, count, self.clock), None
 
     def per_call(self) -> float:
         if self.staged:
             return statistics.median(_timing.sample_stages(self.fn, self.sync, 3)[0])
-        return statistics.median(_timing.sample(self.fn, self.sync, 1, 5))
+        return statistics.median(_timing.sample(self.fn, self.sync, 1, 5, self.clock))
 
     def calibrate(self, overhead: float) -> int:
-        return _timing.calibrate_loops(self.fn, self.sync, overhead)[0]
+        return _timing.calibrate_loops(self.fn, self.sync, overhead, clock=self.clock)[0]
+
+    def cpu_share(self) -> float:
+        return _timing.cpu_share(self.call, self.loops)
 
     count = 1  # processes this side runs in
 
@@ -274,7 +286,7 @@ class _WorkerSide:
 
     _MODULE = "paritygate.bench._worker"
 
-    def __init__(self, name: str, target: str, count: int):
+    def __init__(self, name: str, target: str, count: int, clock: str = "wall"):
         from concurrent.futures import ThreadPoolExecutor
 
         from ..workers import Worker
@@ -282,6 +294,7 @@ class _WorkerSide:
         self.name = name
         self.target = target
         self.count = count
+        self.clock_name = clock
         self.loops = 1
         self.sync = None
         self.staged = False
@@ -300,7 +313,9 @@ class _WorkerSide:
         with ThreadPoolExecutor(self.count) as pool:
             loaded = list(
                 pool.map(
-                    lambda w: w.call(f"{self._MODULE}:load", self.name, self.target, sync),
+                    lambda w: w.call(
+                        f"{self._MODULE}:load", self.name, self.target, sync, self.clock_name
+                    ),
                     self.workers,
                 )
             )
@@ -326,6 +341,12 @@ class _WorkerSide:
 
     def calibrate(self, overhead: float) -> int:
         return int(self._call("calibrate", self.name, overhead)[0])
+
+    def cpu_share(self) -> float:
+        return float(self._call("cpu_share", self.name))
+
+    def overhead(self) -> float:
+        return float(self._call("overhead", self.clock_name))
 
     def select(self, index: int) -> None:
         self._current = index % self.count
@@ -370,11 +391,11 @@ def plan_processes(
     return processes, names[0], names[1]
 
 
-def make_side(name: str, target: Any, processes: int, import_name: str | None):
+def make_side(name: str, target: Any, processes: int, import_name: str | None, clock: str = "wall"):
     if processes:
         assert import_name is not None
-        return _WorkerSide(name, import_name, processes)
-    return _Side(name, resolve(target))
+        return _WorkerSide(name, import_name, processes, clock)
+    return _Side(name, resolve(target), clock)
 
 
 def _record(side: SideSamples, times: list[float], stages: list[dict[str, float]] | None) -> None:
@@ -464,7 +485,11 @@ def _measure(
         "baseline": SideSamples(name=base.name, cold_s=cold_b),
         "candidate": SideSamples(name=cand.name, cold_s=cold_c),
     }
-    overhead = _timing.harness_overhead()
+    clock = getattr(base, "clock_name", "wall")
+    if isinstance(base, _Side):
+        overhead = _timing.harness_overhead(clock=base.clock)
+    else:
+        overhead = base.overhead()  # the loop's own cost, read where the samples are taken
     warnings: list[str] = []
     loops = 1
     if not (base.staged or cand.staged):
@@ -476,6 +501,16 @@ def _measure(
         )
     base.set_loops(loops)
     cand.set_loops(loops)
+    shares = {}
+    if clock == "cpu":
+        for role, side in (("baseline", base), ("candidate", cand)):
+            shares[role] = share = side.cpu_share()
+            if share > 1.1:
+                warnings.append(
+                    f"clock='cpu' adds up every thread's CPU time: {side.name} used "
+                    f"{share:.2f}x its wall time (several threads), so its ratio is CPU work, "
+                    "not latency"
+                )
     started = time.perf_counter()
     cap = _FIXED_WARMUP_CAP_S if design.budget_s is None else 0.1 * design.budget_s
     processes = max(base.count, cand.count)
@@ -579,6 +614,8 @@ def _measure(
             "samples_per_block": block_size,
             "warmup_samples_per_side": warm,
             "harness_overhead_s": overhead,
+            "clock": clock,
+            "cpu_over_wall": shares,
             "sync": how_b if how_b == how_c else f"{how_b} / {how_c}",
             "processes": "in-process"
             if processes == 1 and isinstance(base, _Side)
@@ -635,6 +672,7 @@ def run_bench(
     noise: bool = True,
     recalibrate: bool = False,
     cache_dir: str | None = None,
+    clock: str = "wall",
 ) -> BenchResult:
     """Time ``candidate`` against ``baseline`` in interleaved blocks and decide with the rule.
 
@@ -657,13 +695,21 @@ def run_bench(
     decision uses the wall clock; event times per call are kept in ``SideSamples.device_s``).
     ``flush=True`` evicts the GPU's L2 cache before every sample (outside the timings); a
     callable flushes whatever it flushes.
+
+    ``clock``: ``"wall"`` (elapsed time, the default) or ``"cpu"`` (the process's CPU time, which
+    leaves out time spent preempted by other work on a busy machine; for CPU-bound code whose
+    outputs need no synchronization; a side using several threads is flagged in ``warnings``).
     """
+    if clock not in _timing.CLOCKS:
+        raise InputError(f"clock must be one of {sorted(_timing.CLOCKS)}, got {clock!r}")
     if budget is None and blocks is None:
         budget = 10.0
     _validate(budget, blocks, alpha, threshold)
     _stats.prepare(alpha)  # scipy and the first looks' critical values, before any clock runs
     count, base_name, cand_name = plan_processes(baseline, candidate, processes, sync)
     mode = f"{count} processes" if count else "in-process"
+    if clock != "wall":
+        mode += f", {clock} clock"
     from . import _noise
 
     before = _noise.snapshot() if noise else {}
@@ -679,14 +725,15 @@ def run_bench(
             cache_dir=cache_dir,
             processes=count,
             import_name=base_name,
+            clock=clock,
         )
     else:
         source = "(stated)"
     design = _Design(budget, blocks, block_size, warmup, alpha)
     base = cand = None
     try:
-        base = make_side(names[0], baseline, count, base_name)
-        cand = make_side(names[1], candidate, count, cand_name)
+        base = make_side(names[0], baseline, count, base_name, clock)
+        cand = make_side(names[1], candidate, count, cand_name, clock)
         run = _measure(
             base,
             cand,
@@ -852,10 +899,13 @@ def aa_threshold(
     cache_dir: str | None = None,
     processes: int = 0,
     import_name: str | None = None,
+    clock: str = "wall",
 ) -> tuple[float, str]:
     """(threshold, where it came from): cached, or measured now by an A/A run of ``baseline``."""
 
     mode = f"{processes} processes" if processes else "in-process"
+    if clock != "wall":
+        mode += f", {clock} clock"
     path = cache_path(cache_dir)
     key, basis = _key(workload, alpha, mode)
     cache = _load(path)
@@ -870,7 +920,7 @@ def aa_threshold(
     sides = []
     try:
         for name in ("A", "A'"):  # the same baseline twice; in workers, separate processes
-            sides.append(make_side(name, baseline, processes, import_name))
+            sides.append(make_side(name, baseline, processes, import_name, clock))
         run = _measure(
             sides[0],
             sides[1],

@@ -161,7 +161,9 @@ def run_table(
     threshold: float | None = None,
     processes: int | None = None,
     recalibrate: bool = False,
+    clock: str = "wall",
 ):
+    from ..errors import InputError
     from . import run_bench
 
     for folder in reversed([table.folder, *(table.folder / p for p in table.path)]):
@@ -171,6 +173,12 @@ def run_table(
     for side in (table.baseline, table.candidate):
         sides.append(_Command(side, table.folder) if isinstance(side, list) else side)
     commands = any(isinstance(s, _Command) for s in sides)
+    if commands and clock != "wall":
+        raise InputError(
+            f"benchmarks.{table.name}: clock={clock!r} cannot time a command (it runs in a child "
+            "process, whose CPU time is not this process's)",
+            hint="use the wall clock for commands",
+        )
     chosen = processes if processes is not None else table.processes
     return run_bench(
         sides[0],
@@ -186,4 +194,5 @@ def run_table(
         ),
         provenance={"benchmark": table.name, **table.provenance},
         recalibrate=recalibrate,
+        clock=clock,
     )

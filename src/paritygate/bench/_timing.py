@@ -28,6 +28,8 @@ __all__ = [
     "harness_overhead",
     "calibrate_loops",
     "LAZY_FRAMEWORKS",
+    "CLOCKS",
+    "cpu_share",
 ]
 
 # Frameworks whose results are computed lazily or asynchronously: timing them without a sync
@@ -35,6 +37,12 @@ __all__ = [
 LAZY_FRAMEWORKS = ("mlx", "jax", "torch-cuda")
 
 _perf = time.perf_counter
+
+# The clocks a sample can be read from. "wall" is elapsed time (what a user waits for). "cpu" is
+# the process's CPU time: time spent descheduled (preempted by other work on a busy machine) does
+# not count, nor does waiting (I/O, sleeps, child processes, a GPU); every thread's CPU time is
+# added up.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 class Iteration:
@@ -166,12 +174,16 @@ def plan_sync(
 
 
 def sample(
-    fn: Callable[[], Any], sync: Callable[[Any], None] | None, loops: int, count: int
+    fn: Callable[[], Any],
+    sync: Callable[[Any], None] | None,
+    loops: int,
+    count: int,
+    clock: Callable[[], float] | None = None,
 ) -> list[float]:
     """``count`` samples of ``loops`` calls each; seconds per call. Nothing else is timed."""
     out = [0.0] * count
     calls = range(loops)
-    perf = _perf
+    perf = clock or _perf
     if sync is None:
         for i in range(count):
             start = perf()
@@ -257,9 +269,9 @@ def _noop() -> None:
     return None
 
 
-def harness_overhead(samples: int = 200) -> float:
+def harness_overhead(samples: int = 200, clock: Callable[[], float] | None = None) -> float:
     """Median seconds the sample loop itself costs per sample (timing a no-op, one call)."""
-    return statistics.median(sample(_noop, None, 1, samples))
+    return statistics.median(sample(_noop, None, 1, samples, clock))
 
 
 def calibrate_loops(
@@ -269,13 +281,28 @@ def calibrate_loops(
     *,
     factor: float = 100.0,
     floor_s: float = 0.0,
+    clock: Callable[[], float] | None = None,
 ) -> tuple[int, float]:
     """(loops, seconds per call): enough calls per sample that a sample lasts at least
     ``factor`` times the harness overhead (and ``floor_s``), as timeit and pyperf calibrate."""
-    per_call = statistics.median(sample(fn, sync, 1, 5))
+    per_call = statistics.median(sample(fn, sync, 1, 5, clock))
     target = max(factor * overhead, floor_s)
     loops = 1 if per_call >= target else math.ceil(target / max(per_call, 1e-9))
     return min(loops, 10**7), per_call
+
+
+def cpu_share(fn: Callable[[], Any], loops: int, count: int = 5) -> float:
+    """CPU time over wall time of ``count`` samples: about 1 for single-threaded CPU-bound work
+    on an idle core, below 1 when preempted or waiting, above 1 when several threads work."""
+    wall = cpu = 0.0
+    calls = range(loops)
+    for _ in range(count):
+        w0, c0 = _perf(), time.process_time()
+        for _ in calls:
+            fn()
+        cpu += time.process_time() - c0
+        wall += _perf() - w0
+    return cpu / wall if wall > 0 else 1.0
 
 
 def settled(window_medians: list[float], tolerance: float) -> bool:

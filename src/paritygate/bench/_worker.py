@@ -13,13 +13,13 @@ from typing import Any
 from ..workers import state
 from . import _timing
 
-__all__ = ["load", "set_loops", "per_call", "calibrate", "take", "output"]
+__all__ = ["load", "set_loops", "per_call", "calibrate", "take", "output", "cpu_share", "overhead"]
 
 
-def load(key: str, target: str, sync: bool | None) -> dict[str, Any]:
+def load(key: str, target: str, sync: bool | None, clock: str = "wall") -> dict[str, Any]:
     from ._run import _Side, resolve
 
-    side = _Side(key, resolve(target))
+    side = _Side(key, resolve(target), clock)
     cold, _, how = side.cold(sync)
     state[key] = side
     return {"cold_s": cold, "sync": how, "staged": side.staged}
@@ -35,8 +35,16 @@ def per_call(key: str) -> float:
 
 def calibrate(key: str, overhead: float) -> list[float]:
     side = state[key]
-    loops, seconds = _timing.calibrate_loops(side.fn, side.sync, overhead)
+    loops, seconds = _timing.calibrate_loops(side.fn, side.sync, overhead, clock=side.clock)
     return [loops, seconds]
+
+
+def cpu_share(key: str) -> float:
+    return state[key].cpu_share()
+
+
+def overhead(clock: str) -> float:
+    return _timing.harness_overhead(clock=None if clock == "wall" else _timing.CLOCKS[clock])
 
 
 def take(key: str, count: int) -> dict[str, Any]:

@@ -146,6 +146,14 @@ def _fraction(value: str | None) -> float | None:
     help="append to this history folder",
 )
 @click.option("--recalibrate", is_flag=True, help="measure the A/A threshold again")
+@click.option(
+    "--clock",
+    type=click.Choice(["wall", "cpu"]),
+    default="wall",
+    show_default=True,
+    help="wall: elapsed time; cpu: the process's CPU time (leaves out time spent preempted on a "
+    "busy machine; CPU-bound callables only)",
+)
 def run(
     file: str,
     names: tuple[str, ...],
@@ -155,6 +163,7 @@ def run(
     json_dir: str | None,
     history_dir: str | None,
     recalibrate: bool,
+    clock: str,
 ) -> int:
     """Run the [benchmarks.NAME] tables of FILE (a spec or its own TOML); all when no NAME.
 
@@ -180,6 +189,7 @@ def run(
             threshold=fraction,
             processes=processes,
             recalibrate=recalibrate,
+            clock=clock,
         )
         _print_result(console, result, f"{name}: {table.workload}")
         if json_dir:
