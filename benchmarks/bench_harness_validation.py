@@ -152,7 +152,7 @@ def __getattr__(name: str):
 # ----------------------------------------------------------------------------- tools
 
 
-def _trial_paritygate(workload, change, budget, processes=None):
+def _trial_paritygate(workload, change, budget, processes=None, clock="wall"):
     from paritygate.bench import run_bench
 
     result = run_bench(
@@ -161,6 +161,7 @@ def _trial_paritygate(workload, change, budget, processes=None):
         workload=f"validation {workload}",
         budget=budget,
         processes=processes,
+        clock=clock,
     )
     return {
         "call": result.verdict.value,
@@ -170,6 +171,7 @@ def _trial_paritygate(workload, change, budget, processes=None):
         "stop": result.stop_reason,
         "threshold": result.threshold,
         "mode": result.provenance.get("mode"),
+        "cpu_over_wall": result.provenance["design"].get("cpu_over_wall"),
     }
 
 
@@ -271,6 +273,7 @@ def _trial_pytest_benchmark(workload, change, budget, percent=5.0):
 TOOLS = {
     "paritygate": _trial_paritygate,
     "paritygate-inprocess": lambda w, c, b: _trial_paritygate(w, c, b, processes=0),
+    "paritygate-cpu": lambda w, c, b: _trial_paritygate(w, c, b, clock="cpu"),
     "pyperf": _trial_pyperf,
     "pyperf-fast": lambda w, c, b: _trial_pyperf(w, c, b, fast=True),
     "pytest-benchmark": _trial_pytest_benchmark,
@@ -294,6 +297,12 @@ CELLS = [
     ("paritygate", "silero", "aa", 10),
     ("paritygate", "mlx", "aa", 10),
     ("paritygate-inprocess", "numpy_1ms", "aa", 10),
+    # the CPU clock (time spent preempted left out); MLX outputs need the wall clock
+    ("paritygate-cpu", "numpy_1ms", "aa", 10),
+    ("paritygate-cpu", "numpy_1ms", "plus10", 30),
+    ("paritygate-cpu", "numpy_1ms", "plus3", 30),
+    ("paritygate-cpu", "py_20us", "aa", 10),
+    ("paritygate-cpu", "silero", "aa", 10),
 ]
 
 
