@@ -14,7 +14,9 @@ MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1
 JAX (GPU, without x64): two 4 GiB bfloat16 arrays (2**31 elements each).
   anchors: one read of both (one jitted float32 sum of each), and a naive jitted report (max and
   mean |a - e|, cosine, mismatch count) fused by XLA; paritygate's JAX backend passing and failing
-  (time, and the device's peak bytes in use above the inputs when the runtime reports it).
+  (time, and the device's peak bytes in use above the inputs when the runtime reports it), XLA's
+  account of the whole-array reduction's temporaries and the number of calls per comparison (1:
+  the whole arrays at once).
 
 Usage: python benchmarks/bench_compare_gpu.py torch|jax|mlx [--tune] [--json OUT.json]
 Prints one line per measurement and the ratios to one read of both arrays.
@@ -211,6 +213,15 @@ def bench_jax(reps: int, n: int = 1 << 31) -> dict:
 
     out["naive_jitted_report_ms"] = timed(lambda: naive(y, x))
     tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
+    # XLA's own account of the whole-array reduction's temporaries (buffers beyond its inputs).
+    spec = jax_backend._Spec("float", "bfloat16", tol, False)
+    compiled = jax_backend._kernel(spec, n, True, True).lower(y, x, jax_backend._index(0)).compile()
+    analysis = compiled.memory_analysis()
+    if analysis is not None:
+        out["xla_temp_bytes"] = analysis.temp_size_in_bytes
+    side = jax_backend._Side(x)
+    ranges = jax_backend._ranges(n, jax_backend._accelerator(device), True, spec, side, side)
+    out["paritygate_calls_per_comparison"] = len(ranges)
     inputs = peak()
     for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
         holder = {}

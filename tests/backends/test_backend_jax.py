@@ -231,3 +231,66 @@ def test_jax_arrays_compare_with_numpy():
     out = compare(jnp.asarray(e) * 2, e, atol=0.5)[""]
     assert out.mismatches == 5 and out.max_abs == 1.0
     assert compare(jnp.asarray(e), e).passed
+
+
+def test_whole_array_reduction_agrees_with_the_host(monkeypatch):
+    """The accelerator's layout on the CPU: each pair reduced by one call over the whole arrays
+    (a short last block padded and masked), the worst-k found through block maxima in levels."""
+    monkeypatch.setattr(jax_backend, "CHUNK", 1 << 30)
+    monkeypatch.setattr(jax_backend, "TOP_K_DIRECT", 8)  # the levelled search on 38 blocks
+    calls = []
+    real = jax_backend._kernel
+    monkeypatch.setattr(jax_backend, "_kernel", lambda *a: (calls.append(a[1]), real(*a))[1])
+    for name, a, e, tol in CASES:
+        with jax.enable_x64(x64_for(a, e)):
+            result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
+        rel, cos = (1e-9, 1e-12) if x64_for(a, e) else (1e-6, 1e-7)
+        check(result, reference(a, e, tol), rel=rel, cosine_abs=cos)
+    assert set(calls) == {CASES[0][1].size}
+
+
+@pytest.mark.parametrize("n, k", [(5000, 10), (70_000, 7), (3 << 16, 40)])
+def test_top_ids_finds_the_k_largest_lowest_position_first(monkeypatch, n, k):
+    """The levelled top-k (group maxima first) returns the positions lax.top_k would: the k
+    largest values, ties by lower position, here with many ties."""
+    monkeypatch.setattr(jax_backend, "TOP_K_DIRECT", 64)
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, 50, n).astype(np.float32)
+    values[rng.choice(n, 3 * k)] = 60.0  # more ties at the top than k
+    got = np.asarray(jax_backend._top_ids(jnp.asarray(values), k))
+    want = np.sort(np.lexsort((np.arange(n), -values))[:k])
+    assert got.tolist() == want.tolist()
+
+
+def test_extra_device_memory_of_the_reduction():
+    """XLA's own account of the reduction's temporaries. On an accelerator: the whole-array
+    reduction of two 4 GiB bfloat16 arrays (compiled, not run) stays under 1 GiB (per-block
+    partials, no full-size intermediate). On the CPU, which reduces chunks: one chunk's call
+    stays under 64 MiB."""
+    spec = jax_backend._Spec("float", "bfloat16", Tolerance(atol=1e-3, max_ulp=0), False)
+    device = jax.devices()[0]
+    if jax_backend._accelerator(device):
+        n = 1 << 31
+        temp = jax_backend._temp_bytes(spec, n, ((n,), "bfloat16"), ((n,), "bfloat16"))
+        assert (n // jax_backend.BLOCK) * 4 <= temp <= 1 << 30, temp
+    else:
+        n = jax_backend.CHUNK
+        temp = jax_backend._temp_bytes(spec, n, ((n,), "bfloat16"), ((n,), "bfloat16"))
+        assert temp <= 64 << 20, temp
+
+
+def test_whole_array_reduction_falls_back_to_chunks_past_the_memory_bound(monkeypatch):
+    """Where XLA would need more temporaries than MAX_TEMP_BYTES, the accelerator's whole-array
+    call becomes bounded chunks, with the same result."""
+    monkeypatch.setattr(jax_backend, "_accelerator", lambda device: True)
+    monkeypatch.setattr(jax_backend, "CHUNK_ACCELERATOR", 8192)
+    calls = []
+    real = jax_backend._kernel
+    monkeypatch.setattr(jax_backend, "_kernel", lambda *a: (calls.append(a[1]), real(*a))[1])
+    name, a, e, tol = next(c for c in CASES if c[0] == "float32-planted")
+    for bound, sizes in ((1 << 40, {37 * 1024, 1029 * 37 - 37 * 1024}), (0, {8192, 5305})):
+        monkeypatch.setattr(jax_backend, "MAX_TEMP_BYTES", bound)
+        calls.clear()
+        result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
+        check(result, reference(a, e, tol), rel=1e-6, cosine_abs=1e-7)
+        assert set(calls) == sizes, calls

@@ -1,31 +1,35 @@
 """JAX arrays: metrics computed by XLA on the array's device, one ``block_until_ready``.
 
-The output pair is reduced chunk by chunk (``CHUNK`` elements) by one jit-compiled step that
-carries the running statistics: sums (Neumaier-compensated), maxima, counts and the k candidates
-of largest excess, merged with ``lax.top_k`` after every chunk. JAX dispatches asynchronously, so
-the host queues every chunk and waits once, for the final carry (``len(STATS)`` numbers and 3k
-candidate values). Chunks of a JAX array are cut inside the step (``lax.dynamic_slice`` on the
-whole array, so queued steps hold no chunk copies); a numpy array on the other side is transferred
-one chunk at a time, each step awaited before the next transfer.
+On an accelerator two JAX arrays are reduced by one jitted whole-array function: every per-element
+quantity (differences, tolerances, ULP distances, non-finite flags) feeds reductions of one shape,
+rows of ``BLOCK`` elements, which XLA fuses into one pass over both arrays; the per-block partials
+(a few bytes per ``BLOCK`` elements) are then reduced in levels of ``BLOCK`` (sums) or plainly
+(maxima, counts), and the k candidates of largest excess are ranked only inside the k blocks of
+largest block maximum (found the same way, in levels). Nothing of full size is materialized:
+extra device memory is the per-block partials (about 100 bytes per ``BLOCK`` elements) and the k
+revisited blocks. On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside
+the function with ``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the
+re-reads of XLA's CPU fusions in cache; a numpy side is moved to the device one chunk at a time
+(``CHUNK_ACCELERATOR`` elements on an accelerator), each call awaited before the next transfer.
+The host queues every call and waits once; the chunks' results (``len(STATS)`` numbers and 3k
+candidates each) are combined on the host in float64.
 
 Accuracy. With ``jax_enable_x64`` values are compared and sums accumulated in float64 and
 ``cosine(x, x)`` is 1 within 1e-12. Without x64 (JAX's default) XLA has no float64: values are
-compared in float32, each chunk's sums are pairwise (XLA's reduction tree over blocks of
-``PAIRWISE_BLOCK``) and the chunk sums are combined with Neumaier's compensated summation; measured
-on 16 Mi float32 elements of magnitude 1e3 against unit-noise copies, every sum lies within 5e-8
-(relative) of its float64 value. 1 - cosine is computed from the elementwise difference
+compared in float32 and sums are taken in levels of at most ``BLOCK`` float32 terms (a
+pairwise-like tree; chunks are added in float64 on the host); measured on 16 Mi float32 elements of
+magnitude 1e3 against unit-noise copies, every sum lies within 1e-7 (relative) of its float64
+value. 1 - cosine is computed from the elementwise difference
 (:func:`paritygate.metrics.one_minus_cosine`): within ``2e-6 * |a - e|^2 / (2 |a| |e|)`` of its
 exact value without x64 (float32 arithmetic, CPU and GPU) and ``1e-12 * ...`` with x64 (relative
 precision near cos = 1; tests/test_backend_cosine.py against exact rational arithmetic, and
-test_float32_accumulation_bound against x64: the former dot-product cosine was 4.67e-8 off there
-on an H200). Counts are
-exact below 2**32 elements (uint32) without x64; ULP distances are exact integers.
+test_float32_accumulation_bound against x64). Counts are exact below 2**32 elements (uint32)
+without x64; ULP distances are exact integers.
 
 Complex outputs are copied to the host and compared there as (real, imaginary) pairs (noted in
 ``promotion``). A numpy side whose dtype JAX cannot hold without x64 (float64, int64, uint64) cannot
-be moved to
-the device without rounding or wrapping: such a pair is compared on the host instead, and the
-comparison's ``promotion`` says so.
+be moved to the device without rounding or wrapping: such a pair is compared on the host instead,
+and the comparison's ``promotion`` says so.
 
 Integers are compared with an exact inequality test next to the float difference, so a difference
 of one is never lost and nothing wraps; bool outputs are compared as 0/1 exactly.
@@ -34,13 +38,11 @@ of one is never lost and nothing wraps; bool outputs are compared as 0/1 exactly
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..results import OutputComparison, Tolerance
 from ._device import (
-    MAX_STATS,
     STATS,
-    SUM_STATS,
     ULP_INT_BITS,
     compare_on_host,
     empty_stats,
@@ -55,9 +57,13 @@ __all__ = ["name", "is_array", "synchronize", "describe", "compare_arrays", "to_
 
 name = "jax"
 
-CHUNK = 1 << 18  # elements per step on the CPU: XLA's float64 temporaries of 2 MiB each
-CHUNK_ACCELERATOR = 1 << 22  # on a GPU / TPU: fewer, larger steps
-PAIRWISE_BLOCK = 1024
+BLOCK = 1024  # elements per block: the first level of every reduction
+TOP_K_DIRECT = 1 << 16  # block maxima ranked by one lax.top_k up to this many; in levels beyond
+CHUNK = 1 << 18  # elements per call on the CPU (XLA's CPU fusions re-read it: it stays in cache)
+CHUNK_ACCELERATOR = 1 << 22  # elements per transfer of a numpy side to an accelerator
+# Extra device memory allowed to the whole-array reduction (XLA's own account of its temporaries);
+# past it (should XLA not fuse the pass) the arrays are reduced in chunks of CHUNK_ACCELERATOR.
+MAX_TEMP_BYTES = 1 << 30
 
 _NEEDS_X64 = ("float64", "int64", "uint64")
 
@@ -121,181 +127,208 @@ def _ulp_distance(oa: Any, oe: Any, x64: bool) -> Any:
     return jnp.where(oa >= oe, ua - ue, ue - ua)
 
 
-@functools.lru_cache(maxsize=64)
-def _step(
-    kind: str,
-    compared_as: str,
-    ulp_dtype: str | None,
-    tol: Tolerance,
-    size: int,
-    x64: bool,
-    a_whole: bool,
-    e_whole: bool,
-):
-    """The jitted step for chunks of ``size`` elements: (carry, a, e, start) -> carry.
+class _Spec(NamedTuple):
+    """What the reduction of one output pair is compiled for (hashable: one compilation each)."""
 
-    A side passed whole (a JAX array) is sliced inside the step, so no chunk is materialized
-    while steps wait in the dispatch queue; a numpy side arrives as its chunk.
+    kind: str
+    ulp_dtype: str | None
+    tol: Tolerance
+    x64: bool
+
+
+def _elementwise(a_raw: Any, e_raw: Any, s: _Spec) -> dict:
+    """Every per-element quantity of the statistics, in the accumulation dtype.
+
+    Returns arrays shaped like the inputs: ``sums`` (list in SUM_STATS order), ``maxes`` (the six
+    float maxima of MAX_STATS before ulp_max), ``counts`` (boolean masks in COUNT_STATS order,
+    None where a count is zero by construction), ``ulp`` (unsigned distances or None) and
+    ``rank`` (the worst-k ordering: excess, inf for a non-finite mismatch, -inf when equal).
+    """
+    import jax.numpy as jnp
+
+    tol = s.tol
+    acc = jnp.float64 if s.x64 else jnp.float32
+    inf = jnp.inf
+    a = a_raw.astype(acc)
+    e = e_raw.astype(acc)
+    nf: list = [None] * 7
+    nonfinite = nf_mismatch = None
+    if s.kind == "float":
+        nan_a, nan_e = jnp.isnan(a), jnp.isnan(e)
+        inf_a, inf_e = jnp.isinf(a), jnp.isinf(e)
+        nan_any = nan_a | nan_e
+        nonfinite = nan_any | inf_a | inf_e
+        nan_both = nan_a & nan_e
+        nan_one = nan_a ^ nan_e
+        inf_mismatch = (inf_a | inf_e) & ~nan_any & (a != e)
+        nf_mismatch = nan_one | inf_mismatch
+        if not tol.equal_nan:
+            nf_mismatch = nf_mismatch | nan_both
+        a = jnp.where(nonfinite, 0, a)
+        e = jnp.where(nonfinite, 0, e)
+        nf = [nan_a, nan_e, nan_both, nan_one, inf_a, inf_e, inf_mismatch]
+    signed = a - e
+    diff = jnp.abs(signed)
+    if s.kind == "int":
+        wide = jnp.int64 if s.x64 else jnp.int32
+        ne = a_raw.astype(wide) != e_raw.astype(wide)
+        diff = jnp.where(ne, jnp.maximum(diff, 1), 0)
+    abs_e = jnp.abs(e)
+    slack = diff - tol.rtol * abs_e if tol.rtol else diff
+    excess = slack - tol.atol
+    num = jnp.maximum(diff - tol.atol, 0)
+    rtol_need = jnp.where(
+        abs_e > 0, num / jnp.where(abs_e > 0, abs_e, 1), jnp.where(num > 0, inf, 0)
+    )
+    rank = jnp.where(diff == 0, -inf, excess)
+    if nonfinite is not None:
+        rank = jnp.where(nf_mismatch, inf, rank)
+        finite_excess = jnp.where(nonfinite, -inf, excess)
+    else:
+        finite_excess = excess
+    ulp = ulp_over = None
+    if s.ulp_dtype is not None and s.kind == "float":
+        ulp = _ulp_distance(
+            _ordered(a_raw, s.ulp_dtype, s.x64), _ordered(e_raw, s.ulp_dtype, s.x64), s.x64
+        )
+        ulp = jnp.where(nonfinite, 0, ulp)
+        if tol.max_ulp is not None:
+            bound = min(tol.max_ulp, int(jnp.iinfo(ulp.dtype).max))
+            ulp_over = ulp > jnp.asarray(bound, ulp.dtype)
+    return {
+        # sum (a - e)^2 and sum (a - e)(a + e) from the difference: 1 - cosine (metrics.py)
+        "sums": [diff, a * e, a * a, e * e, diff * diff, signed * (a + e)],
+        "maxes": [
+            diff,
+            diff / (abs_e + tol.rel_eps),
+            diff / (jnp.maximum(jnp.abs(a), abs_e) + tol.rel_eps),
+            finite_excess,
+            slack,
+            rtol_need,
+        ],
+        "counts": [
+            None if nonfinite is None else ~nonfinite,
+            excess > 0,
+            None if ulp is None else ulp > 0,
+            ulp_over,
+            *nf,
+        ],
+        "ulp": ulp,
+        "rank": rank,
+    }
+
+
+def _block_partials(a_rows: Any, e_rows: Any, s: _Spec, valid: Any) -> tuple:
+    """Per-row (block) partials of a (rows, BLOCK) view: every reduction has the same shape, so
+    XLA fuses them (and the elementwise work) into one pass over both arrays.
+
+    ``valid`` (None when every position is data) marks the zero padding of a last short block:
+    zeros are neutral in every statistic but the finite maximum of the excess (masked here) and
+    the count of finite positions (corrected by the caller).
+    """
+    import jax.numpy as jnp
+
+    rows, width = a_rows.shape
+    q = _elementwise(a_rows, e_rows, s)
+    if valid is not None:
+        q["maxes"][3] = jnp.where(valid, q["maxes"][3], -jnp.inf)
+    sums = jnp.stack([x.sum(axis=1) for x in q["sums"]])
+    maxes = jnp.stack([x.max(axis=1) for x in q["maxes"]])
+    zero = jnp.zeros((rows,), jnp.int32)
+    counts = [zero if m is None else m.sum(axis=1, dtype=jnp.int32) for m in q["counts"]]
+    if q["counts"][0] is None:
+        counts[0] = jnp.full((rows,), width, jnp.int32)  # n_finite: every element of the row
+    ulp = q["ulp"]
+    umax = jnp.zeros((rows,), jnp.uint64 if s.x64 else jnp.uint32) if ulp is None else ulp.max(1)
+    return sums, maxes, jnp.stack(counts), umax, q["rank"].max(axis=1)
+
+
+def _tree_sum(x: Any) -> Any:
+    """Sums along the last axis in levels of at most BLOCK terms (pairwise-like accuracy in
+    float32: relative error ~ levels * BLOCK * eps in the worst case, far less in practice)."""
+    import jax.numpy as jnp
+
+    while x.shape[-1] > BLOCK:
+        pad = (-x.shape[-1]) % BLOCK
+        if pad:
+            x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+        x = x.reshape(*x.shape[:-1], -1, BLOCK).sum(axis=-1)
+    return x.sum(axis=-1)
+
+
+def _top_ids(values: Any, k: int) -> Any:
+    """Positions of the k largest ``values`` (ties: lower position first), in ascending order.
+
+    Long vectors are cut into groups of BLOCK whose maxima are ranked first: the k largest values
+    lie in the k groups of largest maxima (ties by lower group), so only those are ranked.
+    """
+    import jax.numpy as jnp
+    from jax import lax
+
+    n = values.shape[0]
+    if n <= TOP_K_DIRECT:
+        return jnp.sort(lax.top_k(values, k)[1])
+    pad = (-n) % BLOCK
+    padded = jnp.pad(values, (0, pad), constant_values=-jnp.inf) if pad else values
+    groups = _top_ids(padded.reshape(-1, BLOCK).max(axis=1), min(k, padded.shape[0] // BLOCK))
+    ids = (groups[:, None] * BLOCK + jnp.arange(BLOCK, dtype=groups.dtype)).reshape(-1)
+    _, pos = lax.top_k(padded[ids], k)
+    return jnp.sort(ids[pos])
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel(s: _Spec, size: int, a_whole: bool, e_whole: bool) -> Any:
+    """The jitted reduction of ``size`` elements: (a, e, start) -> (sums, maxes, counts, ulp_max,
+    worst-k rank, local flat index, actual, expected).
+
+    A side passed whole (a JAX array) is sliced inside (``lax.dynamic_slice``, fused by XLA), so
+    queued chunks hold no copies; a numpy side arrives as its chunk. One pass over both arrays
+    yields per-block partials (blocks of BLOCK elements); sums are then added in levels of BLOCK,
+    and the worst-k elements are ranked only inside the k blocks of largest excess.
     """
     jax = _jax()
     import jax.numpy as jnp
     from jax import lax
 
-    acc = jnp.float64 if x64 else jnp.float32
-    count_t = jnp.int64 if x64 else jnp.uint32
-    index_t = jnp.int64 if x64 else jnp.uint32
-    inf = jnp.inf
-    k = tol.worst_k
+    acc = jnp.float64 if s.x64 else jnp.float32
+    count_t = jnp.int64 if s.x64 else jnp.uint32
+    index_t = jnp.int64 if s.x64 else jnp.uint32
+    k = min(s.tol.worst_k, size)
+    pad = (-size) % BLOCK
 
-    def psum(x: Any) -> Any:
-        if not x64 and size > PAIRWISE_BLOCK and size % PAIRWISE_BLOCK == 0:
-            return x.reshape(-1, PAIRWISE_BLOCK).sum(axis=1).sum()
-        return x.sum()
-
-    def count(mask: Any) -> Any:
-        return mask.sum(dtype=count_t)
-
-    def step(carry: tuple, a_in: Any, e_in: Any, start: Any) -> tuple:
-        total, comp, maxes_c, counts_c, umax_c, c_rank, c_idx, c_a, c_e = carry
-        a_raw = lax.dynamic_slice(a_in.reshape(-1), (start,), (size,)) if a_whole else a_in
-        e_raw = lax.dynamic_slice(e_in.reshape(-1), (start,), (size,)) if e_whole else e_in
-        a = a_raw.astype(acc)
-        e = e_raw.astype(acc)
-        zero_c = jnp.zeros((), count_t)
-        if kind == "float":
-            nan_a, nan_e = jnp.isnan(a), jnp.isnan(e)
-            inf_a, inf_e = jnp.isinf(a), jnp.isinf(e)
-            nan_any = nan_a | nan_e
-            nonfinite = nan_any | inf_a | inf_e
-            nan_both = nan_a & nan_e
-            nan_one = nan_a ^ nan_e
-            inf_mismatch = (inf_a | inf_e) & ~nan_any & (a != e)
-            nf_mismatch = nan_one | inf_mismatch
-            if not tol.equal_nan:
-                nf_mismatch = nf_mismatch | nan_both
-            a = jnp.where(nonfinite, 0, a)
-            e = jnp.where(nonfinite, 0, e)
-        signed = a - e
-        diff = jnp.abs(signed)
-        if kind == "int":
-            wide = jnp.int64 if x64 else jnp.int32
-            ne = a_raw.astype(wide) != e_raw.astype(wide)
-            diff = jnp.where(ne, jnp.maximum(diff, 1), 0)
-        abs_e = jnp.abs(e)
-        slack = diff - tol.rtol * abs_e if tol.rtol else diff
-        excess = slack - tol.atol
-        rel = (diff / (abs_e + tol.rel_eps)).max()
-        rel_sym = (diff / (jnp.maximum(jnp.abs(a), abs_e) + tol.rel_eps)).max()
-        num = jnp.maximum(diff - tol.atol, 0)
-        rtol_need = jnp.where(
-            abs_e > 0, num / jnp.where(abs_e > 0, abs_e, 1), jnp.where(num > 0, inf, 0)
+    def run(a_in: Any, e_in: Any, start: Any) -> tuple:
+        a_raw, e_raw = a_in.reshape(-1), e_in.reshape(-1)
+        if a_whole and a_raw.shape[0] != size:
+            a_raw = lax.dynamic_slice(a_raw, (start,), (size,))
+        if e_whole and e_raw.shape[0] != size:
+            e_raw = lax.dynamic_slice(e_raw, (start,), (size,))
+        valid = None
+        a_p, e_p = a_raw, e_raw
+        if pad:  # a short last block, padded with zeros (a copy: callers keep this one small)
+            a_p, e_p = jnp.pad(a_raw, (0, pad)), jnp.pad(e_raw, (0, pad))
+            valid = (jnp.arange(size + pad) < size).reshape(-1, BLOCK)
+        sums, maxes, counts, umax, block_rank = _block_partials(
+            a_p.reshape(-1, BLOCK), e_p.reshape(-1, BLOCK), s, valid
         )
-        # sum (a - e)^2 and sum (a - e)(a + e) from the difference: 1 - cosine (metrics.py)
-        sums = jnp.stack(
-            [
-                psum(diff),
-                psum(a * e),
-                psum(a * a),
-                psum(e * e),
-                psum(diff * diff),
-                psum(signed * (a + e)),
-            ]
-        )
-        rank = jnp.where(diff == 0, -inf, excess)
-        if kind == "float":
-            max_excess = jnp.where(nonfinite, -inf, excess).max()
-            rank = jnp.where(nf_mismatch, inf, rank)
-            n_finite = count(~nonfinite)
-            nf_counts = [
-                count(m) for m in (nan_a, nan_e, nan_both, nan_one, inf_a, inf_e, inf_mismatch)
-            ]
-        else:
-            max_excess = excess.max()
-            n_finite = jnp.asarray(size, count_t)
-            nf_counts = [zero_c] * 7
-        if ulp_dtype is not None and kind == "float":
-            ulp = _ulp_distance(
-                _ordered(a_raw, ulp_dtype, x64), _ordered(e_raw, ulp_dtype, x64), x64
-            )
-            ulp = jnp.where(nonfinite, 0, ulp)
-            ulp_max = ulp.max().astype(count_t)
-            ulp_nonzero = count(ulp > 0)
-            if tol.max_ulp is not None:
-                bound = min(tol.max_ulp, int(jnp.iinfo(ulp.dtype).max))
-                ulp_over = count(ulp > jnp.asarray(bound, ulp.dtype))
-            else:
-                ulp_over = zero_c
-        else:
-            ulp_max, ulp_nonzero, ulp_over = zero_c, zero_c, zero_c
-        maxes = jnp.stack(
-            [diff.max(), rel, rel_sym, max_excess, jnp.maximum(slack.max(), 0), rtol_need.max(), 0]
-        ).astype(acc)
-        counts = jnp.stack([n_finite, count(excess > 0), ulp_nonzero, ulp_over, *nf_counts])
-        # Neumaier: the running sum and its compensation, elementwise over the four sums.
-        t = total + sums
-        comp = comp + jnp.where(
-            jnp.abs(total) >= jnp.abs(sums), (total - t) + sums, (sums - t) + total
-        )
-        # ulp_max rides in its own integer slot: float32 would round distances past 2**24.
-        carry_out = [
-            t,
-            comp,
-            jnp.maximum(maxes_c, maxes),
-            counts_c + counts,
-            jnp.maximum(umax_c, ulp_max),
+        counts = counts.sum(axis=1, dtype=count_t)
+        out = [
+            _tree_sum(sums),
+            maxes.max(axis=1),
+            counts.at[0].add(-jnp.asarray(pad, count_t)) if pad else counts,
+            umax.max().astype(count_t),
         ]
         if k:
-            top_rank, top_idx = _chunk_top_k(rank, min(k, size))
-            all_rank = jnp.concatenate([c_rank, top_rank])
-            all_idx = jnp.concatenate([c_idx, top_idx.astype(index_t) + start.astype(index_t)])
-            all_a = jnp.concatenate([c_a, a_raw[top_idx].astype(acc)])
-            all_e = jnp.concatenate([c_e, e_raw[top_idx].astype(acc)])
-            best_rank, best = lax.top_k(all_rank, k)
-            carry_out += [best_rank, all_idx[best], all_a[best], all_e[best]]
-        else:
-            carry_out += [c_rank, c_idx, c_a, c_e]
-        return tuple(carry_out)
+            blocks = _top_ids(block_rank, min(k, block_rank.shape[0])).astype(index_t)
+            ids = (blocks[:, None] * BLOCK + jnp.arange(BLOCK, dtype=index_t)).reshape(-1)
+            valid = ids < jnp.asarray(size, index_t)  # typed: past 2**31 a Python int overflows
+            ids = jnp.minimum(ids, jnp.asarray(size - 1, index_t))
+            ga, ge = a_raw[ids], e_raw[ids]
+            rank = jnp.where(valid, _elementwise(ga, ge, s)["rank"], -jnp.inf)
+            top_rank, pos = lax.top_k(rank, k)
+            out += [top_rank, ids[pos], ga[pos].astype(acc), ge[pos].astype(acc)]
+        return tuple(out)
 
-    return jax.jit(step)
-
-
-def _chunk_top_k(rank: Any, k: int) -> tuple[Any, Any]:
-    """The k largest entries of a chunk and their positions.
-
-    XLA's top_k sorts on the CPU; the maxima of blocks of ``PAIRWISE_BLOCK`` elements are cheap,
-    and the k largest entries lie within the k blocks of largest maxima, so only those are ranked.
-    """
-    import jax.numpy as jnp
-    from jax import lax
-
-    size = rank.shape[0]
-    if size % PAIRWISE_BLOCK or size // PAIRWISE_BLOCK <= k:
-        return lax.top_k(rank, k)
-    blocks = rank.reshape(-1, PAIRWISE_BLOCK)
-    _, best_blocks = lax.top_k(blocks.max(axis=1), k)
-    inside = blocks[best_blocks].reshape(-1)
-    top_rank, pos = lax.top_k(inside, k)
-    offsets = best_blocks[pos // PAIRWISE_BLOCK] * PAIRWISE_BLOCK
-    return top_rank, (offsets + pos % PAIRWISE_BLOCK).astype(jnp.int32)
-
-
-def _initial_carry(k: int, x64: bool) -> tuple:
-    import jax.numpy as jnp
-
-    acc = jnp.float64 if x64 else jnp.float32
-    count_t = jnp.int64 if x64 else jnp.uint32
-    maxes = jnp.zeros((len(MAX_STATS),), acc).at[MAX_STATS.index("max_excess")].set(-jnp.inf)
-    return (
-        jnp.zeros((len(SUM_STATS),), acc),
-        jnp.zeros((len(SUM_STATS),), acc),
-        maxes,
-        jnp.zeros((len(STATS) - len(SUM_STATS) - len(MAX_STATS),), count_t),
-        jnp.zeros((), count_t),
-        jnp.full((k,), -jnp.inf, acc),
-        jnp.zeros((k,), count_t),
-        jnp.zeros((k,), acc),
-        jnp.zeros((k,), acc),
-    )
+    return jax.jit(run)
 
 
 def _index(start: int) -> Any:
@@ -329,6 +362,34 @@ class _Side:
         return _jax().device_put(part, self.device)
 
 
+def _accelerator(device: Any) -> bool:
+    return device.platform != "cpu"
+
+
+@functools.lru_cache(maxsize=64)
+def _temp_bytes(s: _Spec, size: int, a: tuple[tuple[int, ...], str], e: tuple) -> int:
+    """XLA's temporaries (bytes beyond inputs and outputs) of the whole-array reduction of two
+    JAX arrays of these (shape, dtype), compiled for the default device; 0 if not reported."""
+    jax = _jax()
+    args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in (a, e)]
+    compiled = _kernel(s, size, True, True).lower(*args, _index(0)).compile()
+    analysis = compiled.memory_analysis()
+    return 0 if analysis is None else int(analysis.temp_size_in_bytes)
+
+
+def _ranges(size: int, accelerator: bool, both: bool, s: _Spec, a: Any, e: Any) -> list:
+    """The (start, stop) ranges reduced by one call each."""
+    if not accelerator or not both:
+        step = CHUNK_ACCELERATOR if accelerator else CHUNK
+        return [(i, min(i + step, size)) for i in range(0, size, step)]
+    # The whole arrays in one call; a short last block in a call of its own (it is padded).
+    main = size // BLOCK * BLOCK
+    if main and _temp_bytes(s, main, (a.shape, a.dtype), (e.shape, e.dtype)) > MAX_TEMP_BYTES:
+        # XLA would materialize full-size temporaries here: bounded chunks instead.
+        return [(i, min(i + CHUNK_ACCELERATOR, size)) for i in range(0, size, CHUNK_ACCELERATOR)]
+    return [(0, main), (main, size)] if 0 < main < size else [(0, size)]
+
+
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare a JAX array with a JAX array or a numpy array on the JAX array's device."""
     import numpy as np
@@ -345,43 +406,41 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
     device = next(iter((actual if is_array(actual) else expected).devices()))
     side_a.device = side_e.device = device
     ktol = kernel_tolerance(p, tolerance)
-    k = ktol.worst_k
     if p.size == 0:
-        host = empty_stats()
-        kk = 0
+        stats = raw_stats(p, *split_stats(empty_stats(), 0), ktol)
+        return finish_plan(stats, p, tolerance, path, name)
+    jax = _jax()
+    both = side_a.array is not None and side_e.array is not None
+    spec = _Spec(p.kind, p.ulp_dtype, ktol, x64)
+    ranges = _ranges(p.size, _accelerator(device), both, spec, side_a, side_e)
+    results, starts = [], []
+    with jax.default_device(device):
+        for start, stop in ranges:
+            run = _kernel(spec, stop - start, side_a.array is not None, side_e.array is not None)
+            results.append(run(side_a.chunk(start, stop), side_e.chunk(start, stop), _index(start)))
+            starts.append(start)
+            if not both:
+                # A numpy side: its chunk was copied for this call; wait before the next copy
+                # so that one chunk's copy lives at a time (two JAX arrays never wait here).
+                jax.block_until_ready(results[-1])
+    # The single wait of the comparison: every chunk queued above, one transfer of the results.
+    got = jax.device_get(results)
+    sums = np.sum([np.asarray(r[0], np.float64) for r in got], axis=0)
+    maxes = np.max([np.asarray(r[1], np.float64) for r in got], axis=0)
+    maxes[4] = max(maxes[4], 0.0)  # atol_needed: the largest slack, never below zero
+    counts = np.sum([np.asarray(r[2], np.float64) for r in got], axis=0)
+    umax = max(float(r[3]) for r in got)
+    maxes = np.append(maxes, umax)  # ulp_max, the last of MAX_STATS, in its own integer slot
+    if ktol.worst_k:
+        rank = np.concatenate([np.asarray(r[4], np.float64) for r in got])
+        flat = np.concatenate([np.asarray(r[5], np.float64) + s for r, s in zip(got, starts)])
+        va = np.concatenate([np.asarray(r[6], np.float64) for r in got])
+        ve = np.concatenate([np.asarray(r[7], np.float64) for r in got])
+        order = np.lexsort((flat, -rank))[: ktol.worst_k]
+        order = order[rank[order] > -np.inf]
+        worst = [flat[order], va[order], ve[order]]
     else:
-        carry = _initial_carry(k, x64)
-        jax = _jax()
-        chunk = CHUNK if device.platform == "cpu" else CHUNK_ACCELERATOR
-        with jax.default_device(device):
-            for start in range(0, p.size, chunk):
-                stop = min(start + chunk, p.size)
-                step = _step(
-                    p.kind,
-                    p.compared_as,
-                    p.ulp_dtype,
-                    ktol,
-                    stop - start,
-                    x64,
-                    side_a.array is not None,
-                    side_e.array is not None,
-                )
-                carry = step(
-                    carry, side_a.chunk(start, stop), side_e.chunk(start, stop), _index(start)
-                )
-                if side_a.array is None or side_e.array is None:
-                    # A numpy side: its chunk was copied for this step; wait before the next copy
-                    # so that one chunk's copy lives at a time (two JAX arrays never wait here).
-                    jax.block_until_ready(carry)
-        total, comp, maxes, counts, umax, c_rank, c_idx, c_a, c_e = carry
-        # The single wait of the comparison: everything queued above, one transfer of the result.
-        got = jax.device_get((total + comp, maxes, counts, umax, c_rank, c_idx, c_a, c_e))
-        sums, maxes, counts, umax, c_rank, c_idx, c_a, c_e = (
-            np.array(x, dtype=np.float64) for x in got
-        )
-        maxes[MAX_STATS.index("ulp_max")] = umax
-        live = c_rank > -np.inf
-        kk = int(live.sum())
-        host = np.concatenate([sums, maxes, counts, c_idx[live], c_a[live], c_e[live]])
-    stats = raw_stats(p, *split_stats(host, kk), ktol)
+        worst = [np.zeros(0)] * 3
+    assert len(sums) + len(maxes) + len(counts) == len(STATS)
+    stats = raw_stats(p, np.concatenate([sums, maxes, counts]), *worst, ktol)
     return finish_plan(stats, p, tolerance, path, name)

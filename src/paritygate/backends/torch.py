@@ -10,10 +10,12 @@ synchronization) brings ``len(STATS) + 3k`` numbers to the host. Nothing else is
 Complex tensors are compared as (real, imaginary) pairs along a last axis of length 2
 (``torch.view_as_real``, no copy), as the host engine compares complex arrays.
 
-Accuracy: values are compared and sums accumulated in float64 (CPU and CUDA; MPS has no float64
-and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12, and ``one_minus_cosine`` is within
-``1e-12 * |a - e|^2 / (2 |a| |e|)`` of its exact value on the CPU and on CUDA, chunked or Triton
-(relative precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). Integers are
+Accuracy: the chunked path compares values and accumulates sums in float64 (CPU and CUDA; MPS has
+no float64 and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12, and
+``one_minus_cosine`` is within ``1e-12 * |a - e|^2 / (2 |a| |e|)`` of its exact value (relative
+precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). The fused Triton
+kernel computes in float32 with float64 block sums: within ``2e-6 * ...``, counts and ULPs exact
+(:mod:`paritygate.backends._triton`). Integers are
 compared in float64
 with an exact inequality test, so no wrap-around occurs and a difference of one is never lost;
 integer values beyond 2**53 are reported rounded to float64 in the worst-k list. Bool outputs are
