@@ -34,16 +34,25 @@ def _row(framework: str, what: str, result, note: str = "") -> str:
         f"[{result.ratio_ci[0]:.4f}, {result.ratio_ci[1]:.4f}] | {result.threshold:.2%} "
         f"| {_fmt_us(_median(base.end_to_end_s))} | {_fmt_us(_median(base.device_s))} "
         f"| {_fmt_us(_median(cand.end_to_end_s))} | {_fmt_us(_median(cand.device_s))} "
-        f"| {result.blocks} | {result.design.get('sync')} | {note} |"
+        f"| {result.blocks} | {result.provenance['design'].get('sync')} | {note} |"
     )
 
 
 def _refusal(first_output) -> str:
-    from paritygate.bench import plan_sync
+    from paritygate.bench import run_bench
     from paritygate.errors import InputError
 
     try:
-        plan_sync(first_output, False)
+        run_bench(
+            lambda: first_output,
+            lambda: first_output,
+            workload="refusal",
+            blocks=6,
+            threshold=0.5,
+            sync=False,
+            processes=0,
+            noise=False,
+        )
     except InputError as exc:
         return f"refused: {str(exc)[:70]}..."
     return "NOT REFUSED"
