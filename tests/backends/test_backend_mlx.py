@@ -435,3 +435,139 @@ def test_mlx_outputs_are_evaluated_and_measured():
 
     result = calibrate(pair, 16)
     assert result.claim_metric.largest_noise > 0 and result.proposal == "tolerance"
+
+
+# ---------------------------------------------------------------------------------------------
+# The one-pass kernel (mx.fast.cuda_kernel on a CUDA GPU). MLX's kernel APIs do not run on its CPU
+# device, so the same kernel body is compiled here by the system C++ compiler and run thread by
+# thread; its columns go through the same reduction (reduce_columns) as on the GPU.
+
+
+def _kernel_columns(a: np.ndarray, e: np.ndarray, tol, tmp_path) -> tuple:
+    """The kernel body run on the CPU: (F, U, groups, span) as the GPU returns them."""
+    import ctypes
+    import subprocess
+
+    from paritygate.backends import _mlx_kernel
+
+    dt = _mlx_kernel.DTYPES[a.dtype.name]
+    defines = [
+        f"-DDT={dt}",
+        f"-DHAS_MAX_ULP={int(tol.max_ulp is not None)}",
+        f"-DEQUAL_NAN={int(tol.equal_nan)}",
+    ]
+    src = tmp_path / "kernel.cpp"
+    lib = tmp_path / f"kernel_{dt}_{int(tol.max_ulp is not None)}_{int(tol.equal_nan)}.so"
+    if not lib.exists():
+        src.write_text(_mlx_kernel.cpu_source())
+        cmd = ["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", *defines, str(src)]
+        subprocess.run([*cmd, "-o", str(lib)], check=True, capture_output=True, text=True)
+    groups, span, threads = _mlx_kernel.layout(a.size)
+    bits = np.uint32 if a.dtype.name == "float32" else np.uint16
+    a_bits = np.ascontiguousarray(a).reshape(-1).view(bits)
+    e_bits = np.ascontiguousarray(e).reshape(-1).view(bits)
+    params = np.array([tol.atol, tol.rtol, tol.rel_eps], np.float32)
+    max_ulp = min(tol.max_ulp, 2**32 - 1) if tol.max_ulp is not None else 0
+    info = np.array([a.size, span, threads, max_ulp], np.uint32)
+    f = np.zeros((len(_mlx_kernel.FCOLS), threads), np.float32)
+    u = np.zeros((len(_mlx_kernel.UCOLS), threads), np.uint32)
+    ptr = ctypes.c_void_p
+    ctypes.CDLL(str(lib)).pg_run(
+        *(ptr(x.ctypes.data) for x in (a_bits, e_bits, params, info, f, u))
+    )
+    return f, u, groups, span
+
+
+def _kernel_compare(a: np.ndarray, e: np.ndarray, tol, tmp_path):
+    from paritygate.backends._device import finish_plan, plan, raw_stats, split_stats
+
+    f, u, groups, span = _kernel_columns(a, e, tol, tmp_path)
+    p = plan(a.shape, e.shape, a.dtype.name, e.dtype.name, "out")
+    with mx.stream(mx.cpu):
+        vec, kk = mlx_backend.reduce_columns(
+            mx.array(f),
+            mx.array(u),
+            groups,
+            span,
+            to_mlx(a).reshape(-1),
+            to_mlx(e).reshape(-1),
+            p,
+            tol,
+        )
+    stats = raw_stats(p, *split_stats(vec, kk), tol)
+    return finish_plan(stats, p, tol, "out", "mlx")
+
+
+KERNEL_CASES = [
+    c
+    for c in CASES
+    if c[1].dtype == c[2].dtype and c[1].dtype.name in ("float32", "float16", "bfloat16")
+]
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=[c[0] for c in KERNEL_CASES])
+def test_one_pass_kernel_agrees_with_the_host(case, tmp_path):
+    """The kernel body, thread by thread on the CPU: the float32 arithmetic's exact fields (counts,
+    NaN/Inf accounting, ULPs, max_abs, worst elements) and bounded ones, as the chunked path."""
+    name, a, e, tol = case
+    check_mode(_kernel_compare(a, e, tol, tmp_path), a, e, tol, "float32")
+
+
+def test_one_pass_kernel_catches_a_planted_bug(tmp_path, monkeypatch):
+    """The same check fails when the kernel drops the mismatch count (its column zeroed)."""
+    from paritygate.backends import _mlx_kernel
+
+    name, a, e, tol = next(c for c in KERNEL_CASES if c[0] == "float32-planted")
+    monkeypatch.setattr(_mlx_kernel, "BODY", _mlx_kernel.BODY.replace("n_mis += 1u;", ""))
+    with pytest.raises(AssertionError, match="passed|mismatches"):
+        check_mode(_kernel_compare(a, e, tol, tmp_path), a, e, tol, "float32")
+
+
+def test_one_pass_kernel_worst_k_through_groups(tmp_path):
+    """A million elements (512 groups, 2k of them revisited): the planted worst elements are found
+    whatever group holds them, with bfloat16 noise making many ties below them."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(5)
+    e = rng.standard_normal(1 << 20).astype(ml_dtypes.bfloat16)
+    a = (e.astype(np.float32) + rng.standard_normal(1 << 20).astype(np.float32) * 1e-2).astype(
+        ml_dtypes.bfloat16
+    )
+    planted = rng.choice(1 << 20, 12, replace=False)
+    a[planted] = (e[planted].astype(np.float32) + np.arange(1, 13, dtype=np.float32)).astype(
+        ml_dtypes.bfloat16
+    )
+    tol = Tolerance(atol=1e-2, max_ulp=2)
+    result = _kernel_compare(a, e, tol, tmp_path)
+    check_mode(result, a, e, tol, "float32")
+    assert {w.index[0] for w in result.worst} == set(planted[2:].tolist())
+
+
+def _mlx_cuda() -> bool:
+    cuda = getattr(mx, "cuda", None)
+    return bool(cuda is not None and cuda.is_available())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _mlx_cuda(), reason="needs MLX's CUDA backend and an NVIDIA GPU")
+def test_one_pass_kernel_on_cuda_matches_the_host_and_the_chunked_path(monkeypatch):
+    """On a CUDA GPU the kernel is taken (for same-dtype float pairs) and gives the host engine's
+    exact fields, as the chunked path does."""
+    from paritygate.backends import _mlx_kernel
+
+    launches = []
+    real = _mlx_kernel.run
+    monkeypatch.setattr(_mlx_kernel, "run", lambda *a: (launches.append(1), real(*a))[1])
+    for name, a, e, tol in KERNEL_CASES:
+        result = mlx_backend.compare_arrays(to_mlx(a), to_mlx(e), tol, name)
+        check_mode(result, a, e, tol, "float32")
+    assert len(launches) == len(KERNEL_CASES)
+    n = 1 << 24
+    x = mx.random.normal((n,), key=mx.random.key(0)).astype(mx.bfloat16)
+    y = (x + mx.random.normal((n,), key=mx.random.key(1)) * 0.01).astype(mx.bfloat16)
+    tol = Tolerance(atol=1e-3, max_ulp=1, min_cosine=0.999)
+    fused = mlx_backend.compare_arrays(y, x, tol, "big")
+    monkeypatch.setenv(mlx_backend.KERNEL_ENV, "chunked")
+    chunked = mlx_backend.compare_arrays(y, x, tol, "big")
+    check(fused, chunked, rel=1e-6, cosine_abs=1e-6)
+    assert fused.max_abs == chunked.max_abs

@@ -379,3 +379,63 @@ def test_subnormal_against_huge_float64_gives_a_defined_cosine(kernel):
         out = host.compare_arrays(a, e, Tolerance(), "x", kernel=kernel)
         assert not out.passed and out.cosine == pytest.approx(1.0)
         assert out.max_abs == pytest.approx(1.3407807929942596e154)
+
+
+_CACHE_RUN = """
+import numpy as np
+from paritygate.backends import numpy as host
+from paritygate.results import Tolerance
+a = np.linspace(0, 1, 100_000, dtype=np.float32)
+r = host.compare_arrays(a, a + np.float32(1e-3), Tolerance(atol=1e-6), "x", kernel="numba")
+print("mismatches", r.mismatches)
+"""
+
+
+def test_kernel_cache_goes_to_the_user_cache_folder_when_site_packages_is_read_only(tmp_path):
+    """Installed where nothing can be written beside the source (here a file stands where
+    ``__pycache__`` would go, which stops root too), the compiled kernel is cached in the user's
+    cache folder (numba's user-wide locator under XDG_CACHE_HOME), nothing is written in the
+    package, and a second process loads the kernel from there instead of compiling it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import paritygate
+
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(paritygate.__file__).parent,
+        site / "paritygate",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (site / "paritygate" / "backends" / "__pycache__").write_text("read-only install\n")
+    before = sorted(p.relative_to(site) for p in site.rglob("*"))
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "PYTHON"))}
+    env.update(
+        PYTHONPATH=str(site),
+        XDG_CACHE_HOME=str(cache),
+        HOME=str(tmp_path),
+        NUMBA_DEBUG_CACHE="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+
+    def run() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CACHE_RUN], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "mismatches 100000" in proc.stdout
+        return proc.stdout
+
+    first = run()
+    saved = [line for line in first.splitlines() if "data saved to" in line]
+    assert saved and all(str(cache / "numba") in line for line in saved), first[-2000:]
+    assert any(p.suffix == ".nbc" for p in (cache / "numba").rglob("*"))
+    assert sorted(p.relative_to(site) for p in site.rglob("*")) == before  # nothing written
+    second = run()
+    assert "data saved to" not in second, second[-2000:]
+    loaded = [line for line in second.splitlines() if "data loaded from" in line]
+    assert loaded and all(str(cache / "numba") in line for line in loaded), second[-2000:]

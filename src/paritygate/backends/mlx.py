@@ -110,6 +110,7 @@ PAIRWISE_BLOCK = 256
 TOPK_BLOCK = 1024  # worst-k: block maxima first, then the k best blocks' elements
 
 _ENV = "PARITYGATE_MLX_ACCUMULATE"
+KERNEL_ENV = "PARITYGATE_MLX_KERNEL"  # auto (the one-pass kernel on CUDA) | chunked
 
 
 def _mx() -> Any:
@@ -462,8 +463,13 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         why = "compared on the host: float64 arithmetic needed, and MLX accumulates in float32 here"
         return compare_on_host(actual, expected, tolerance, path, why, is_array, to_numpy)
     ktol = kernel_tolerance(p, tolerance)
-    chunk = CHUNK if acc_float64 else CHUNK_FLOAT32
-    host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=acc_float64, chunk=chunk)
+    from . import _mlx_kernel
+
+    if not acc_float64 and _use_kernel() and _mlx_kernel.supports(side_a, side_e, p.size):
+        host, kk = _reduce_kernel(side_a, side_e, p, ktol)
+    else:
+        chunk = CHUNK if acc_float64 else CHUNK_FLOAT32
+        host, kk = _reduce(side_a, side_e, p, ktol, acc_float64=acc_float64, chunk=chunk)
     stats = raw_stats(p, *split_stats(host, kk), ktol)
     return finish_plan(stats, p, tolerance, path, name)
 
@@ -572,6 +578,97 @@ def _reduce(
         s["max_abs"] = float(hilo[0]) + float(hilo[1])
     else:
         s["max_abs"] = float(int(imax_h[1]))
+    vec = [s[key] for key in STATS]
+    if k:
+        vec += [int(i) for i in got[5]] + [v.item() for v in got[6]] + [v.item() for v in got[7]]
+    return vec, kk
+
+
+def _use_kernel() -> bool:
+    """The one-pass kernel where it applies, unless PARITYGATE_MLX_KERNEL=chunked."""
+    choice = os.environ.get(KERNEL_ENV, "auto").lower()
+    if choice not in ("auto", "chunked"):
+        raise InputError(f"{KERNEL_ENV} must be auto or chunked, got {choice!r}")
+    return choice == "auto"
+
+
+def _reduce_kernel(side_a: _Side, side_e: _Side, p: Any, tol: Tolerance) -> tuple[list, int]:
+    """The one-pass kernel (:mod:`paritygate.backends._mlx_kernel`) on the GPU, then the
+    columns reduced on the device: the same vector as :func:`_reduce`."""
+    from . import _mlx_kernel
+
+    a_flat = side_a.mlx_array.reshape(-1)
+    e_flat = side_e.mlx_array.reshape(-1)
+    f, u, groups, span = _mlx_kernel.run(a_flat, e_flat, side_a.dtype, tol)
+    return reduce_columns(f, u, groups, span, a_flat, e_flat, p, tol)
+
+
+def reduce_columns(
+    f: Any, u: Any, groups: int, span: int, a_flat: Any, e_flat: Any, p: Any, tol: Tolerance
+) -> tuple[list, int]:
+    """The kernel's per-thread columns (float32 ``f``, uint32 ``u``, laid out as
+    ``_mlx_kernel.FCOLS`` / ``UCOLS``) reduced to the :data:`STATS` vector and the worst-k
+    candidates, as :func:`_reduce` returns them. The worst-k are ranked by the chunked path's own
+    step inside the 2k groups (of ``span`` contiguous elements) of largest excess."""
+    mx = _mx()
+    import numpy as np
+
+    from . import _mlx_kernel
+
+    fc = {c: i for i, c in enumerate(_mlx_kernel.FCOLS)}
+    uc = {c: i for i, c in enumerate(_mlx_kernel.UCOLS)}
+    f32 = mx.float32
+    sums = mx.stack([_sum(f[i], f32) for i in range(12)])  # each sum and its compensation
+    fmax = f[fc["max_rel"] : fc["rtol_needed"] + 1].max(axis=1)
+    hi = f[fc["max_abs_hi"]]
+    hi_max = hi.max()
+    lo_max = mx.where(hi == hi_max, f[fc["max_abs_lo"]], -math.inf).max()
+    counts = u[: uc["inf_mismatch"] + 1].astype(mx.uint64).sum(axis=1)
+    ulp_max = u[uc["ulp_max"]].max()
+    outputs = [sums, fmax, mx.stack([hi_max, lo_max]), counts, ulp_max]
+    # Float32 ranks can tie elements whose float64 excesses differ: 2k candidates, ranked again
+    # on the host (raw_stats), as the chunked path does.
+    k = 2 * tol.worst_k
+    kk = 0
+    if k:
+        size = a_flat.size
+        group_rank = f[fc["rank"]].reshape(groups, 32).max(axis=1)
+        kg = min(k, groups)
+        best = _top_k(group_rank, kg)
+        idx = (best[:, None].astype(mx.int64) * span + mx.arange(span)).reshape(-1)
+        valid = idx < size
+        idx = mx.minimum(idx, size - 1)
+        zero = mx.zeros((), dtype=a_flat.dtype)
+        a_g = mx.where(valid, a_flat[idx], zero)  # past the end: equal zeros, never a candidate
+        e_g = mx.where(valid, e_flat[idx], zero)
+        kk = min(k, a_g.size)
+        step = _step(
+            p.kind,
+            False,
+            p.ulp_dtype,
+            True,
+            "float32",
+            float(tol.atol),
+            float(tol.rtol),
+            float(tol.rel_eps),
+            bool(tol.equal_nan),
+            tol.max_ulp,
+            int(kk),
+        )
+        _, _, _, local, va, ve = step(a_g, e_g)
+        outputs += [idx[local], va, ve]
+    mx.eval(*outputs)
+    got = [np.array(x) for x in outputs]
+    sums_h, fmax_h, hilo, counts_h, umax_h = got[:5]
+    s = {}
+    for j, key in enumerate(_FROW[:6]):
+        s[key] = float(sums_h[2 * j]) + float(sums_h[2 * j + 1])
+    for key, v in zip(_FROW[6:11], fmax_h):
+        s[key] = float(v)
+    for key, v in zip(_IROW[:11], counts_h):
+        s[key] = int(v)
+    s["ulp_max"] = int(umax_h)
+    s["max_abs"] = float(hilo[0]) + float(hilo[1])
     vec = [s[key] for key in STATS]
     if k:
         vec += [int(i) for i in got[5]] + [v.item() for v in got[6]] + [v.item() for v in got[7]]
