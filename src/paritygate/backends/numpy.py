@@ -456,7 +456,13 @@ def _block_stats_quiet(
         frow[_F["atol_needed"]] = np.inf
     elif not block_max > 0:
         # The worst elements are those that differ at all; equal elements never enter them.
-        key = np.max(excess, where=d > 0, initial=-np.inf) if max_abs > 0 else -np.inf
+        # (In place, as a plain maximum: a masked np.max took a fifth of a passing block's time.)
+        key = -np.inf
+        if max_abs > 0:
+            equal = np.equal(d, 0, out=ws.m2[:n])
+            if equal.any():
+                excess[equal] = -np.inf
+            key = excess.max()
     frow[_F["max_excess"]] = key
     frow[_F["key"]] = key
     irow[_I["mismatches"]] = mismatches
