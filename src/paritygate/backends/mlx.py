@@ -10,6 +10,11 @@ chunk holds its temporaries). The rows are combined and the k best candidates se
 device; only ``len(STATS)`` numbers and 3k candidate values are then read back. A numpy array on
 the other side is copied into MLX one chunk at a time.
 
+On a CUDA GPU, two MLX arrays of the same dtype (bfloat16, float16 or float32) are instead read
+once by a one-pass kernel (:mod:`paritygate.backends._mlx_kernel`, ``mx.fast.cuda_kernel``) with
+the same float32 arithmetic; ``PARITYGATE_MLX_KERNEL=chunked`` keeps the chunked path. Metal runs
+the chunked path (see that module for why).
+
 Accumulation. On the CPU, MLX has float64: values are compared and sums accumulated in float64,
 and ``cosine(x, x)`` is 1 within 1e-12. Metal and MLX's CUDA backend have no float64: there the
 comparison runs in float32 ("float32 accumulation"). The environment variable
