@@ -550,7 +550,7 @@ def _mlx_cuda() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _mlx_cuda(), reason="needs MLX's CUDA backend and an NVIDIA GPU")
-def test_one_pass_kernel_on_cuda_matches_the_host_and_the_chunked_path(monkeypatch):
+def test_one_pass_kernel_on_cuda_matches_the_host(monkeypatch):
     """On a CUDA GPU the kernel is taken (for same-dtype float pairs) and gives the host engine's
     exact fields, as the chunked path does."""
     from paritygate.backends import _mlx_kernel
@@ -562,12 +562,15 @@ def test_one_pass_kernel_on_cuda_matches_the_host_and_the_chunked_path(monkeypat
         result = mlx_backend.compare_arrays(to_mlx(a), to_mlx(e), tol, name)
         check_mode(result, a, e, tol, "float32")
     assert len(launches) == len(KERNEL_CASES)
-    n = 1 << 24
-    x = mx.random.normal((n,), key=mx.random.key(0)).astype(mx.bfloat16)
-    y = (x + mx.random.normal((n,), key=mx.random.key(1)) * 0.01).astype(mx.bfloat16)
+    # 4 Mi bfloat16 elements (hundreds of groups), against the host engine: no chunked path here,
+    # whose compiled step takes MLX a minute to build on a fresh CUDA machine.
+    rng = np.random.default_rng(9)
+    import ml_dtypes
+
+    e = rng.standard_normal(1 << 22).astype(ml_dtypes.bfloat16)
+    a = (e.astype(np.float32) + rng.standard_normal(1 << 22).astype(np.float32) * 1e-2).astype(
+        ml_dtypes.bfloat16
+    )
     tol = Tolerance(atol=1e-3, max_ulp=1, min_cosine=0.999)
-    fused = mlx_backend.compare_arrays(y, x, tol, "big")
-    monkeypatch.setenv(mlx_backend.KERNEL_ENV, "chunked")
-    chunked = mlx_backend.compare_arrays(y, x, tol, "big")
-    check(fused, chunked, rel=1e-6, cosine_abs=1e-6)
-    assert fused.max_abs == chunked.max_abs
+    check_mode(mlx_backend.compare_arrays(to_mlx(a), to_mlx(e), tol, "out"), a, e, tol, "float32")
+    assert len(launches) == len(KERNEL_CASES) + 1

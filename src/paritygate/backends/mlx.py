@@ -613,8 +613,9 @@ def reduce_columns(
 ) -> tuple[list, int]:
     """The kernel's per-thread columns (float32 ``f``, uint32 ``u``, laid out as
     ``_mlx_kernel.FCOLS`` / ``UCOLS``) reduced to the :data:`STATS` vector and the worst-k
-    candidates, as :func:`_reduce` returns them. The worst-k are ranked by the chunked path's own
-    step inside the 2k groups (of ``span`` contiguous elements) of largest excess."""
+    candidates, as :func:`_reduce` returns them. The worst-k are ranked again (float32, as the
+    kernel ranks them) inside the 2k groups (of ``span`` contiguous elements) of largest excess,
+    with MLX's own operations: no compiled graph, whose kernels MLX would first have to build."""
     mx = _mx()
     import numpy as np
 
@@ -644,24 +645,13 @@ def reduce_columns(
         valid = idx < size
         idx = mx.minimum(idx, size - 1)
         zero = mx.zeros((), dtype=a_flat.dtype)
-        a_g = mx.where(valid, a_flat[idx], zero)  # past the end: equal zeros, never a candidate
+        # Past the end: equal zeros, which the host drops from the candidates.
+        a_g = mx.where(valid, a_flat[idx], zero)
         e_g = mx.where(valid, e_flat[idx], zero)
-        kk = min(k, a_g.size)
-        step = _step(
-            p.kind,
-            False,
-            p.ulp_dtype,
-            True,
-            "float32",
-            float(tol.atol),
-            float(tol.rtol),
-            float(tol.rel_eps),
-            bool(tol.equal_nan),
-            tol.max_ulp,
-            int(kk),
-        )
-        _, _, _, local, va, ve = step(a_g, e_g)
-        outputs += [idx[local], va, ve]
+        rank = _candidate_rank(a_g, e_g, tol)
+        kk = min(k, rank.size)
+        top = _top_k(rank, kk)
+        outputs += [idx[top], _candidate_values(a_g[top]), _candidate_values(e_g[top])]
     mx.eval(*outputs)
     got = [np.array(x) for x in outputs]
     sums_h, fmax_h, hilo, counts_h, umax_h = got[:5]
@@ -678,3 +668,28 @@ def reduce_columns(
     if k:
         vec += [int(i) for i in got[5]] + [v.item() for v in got[6]] + [v.item() for v in got[7]]
     return vec, kk
+
+
+def _candidate_rank(a_raw: Any, e_raw: Any, tol: Tolerance) -> Any:
+    """The float32 worst-k rank of floats (excess; inf for a non-finite mismatch; -inf where
+    equal), as the chunked step and the one-pass kernel rank them."""
+    mx = _mx()
+    a = a_raw.astype(mx.float32)
+    e = e_raw.astype(mx.float32)
+    nan_a, nan_e = mx.isnan(a), mx.isnan(e)
+    inf_a, inf_e = mx.isinf(a), mx.isinf(e)
+    nan_any = mx.logical_or(nan_a, nan_e)
+    nonfinite = mx.logical_or(nan_any, mx.logical_or(inf_a, inf_e))
+    inf_mismatch = mx.logical_and(
+        mx.logical_and(mx.logical_or(inf_a, inf_e), mx.logical_not(nan_any)), a != e
+    )
+    bad = mx.logical_or(mx.not_equal(nan_a, nan_e), inf_mismatch)
+    if not tol.equal_nan:
+        bad = mx.logical_or(bad, mx.logical_and(nan_a, nan_e))
+    zero = mx.array(0, dtype=mx.float32)
+    a = mx.where(nonfinite, zero, a)
+    e = mx.where(nonfinite, zero, e)
+    diff = mx.abs(a - e)
+    excess = diff - (tol.atol + tol.rtol * mx.abs(e))
+    rank = mx.where(diff == 0, -math.inf, excess)
+    return mx.where(bad, math.inf, rank)
