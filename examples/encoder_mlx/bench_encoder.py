@@ -291,6 +291,9 @@ def latency(gate_runners, loads, wname, names, calls, label, seconds, per_call=N
             print(f"[{label}] latency {wname} {name}: {out[name]['error']}", flush=True)
             continue
         side["load_s"] = load_s
+        for key in ("cold_s", "p50_s", "p90_s", "p95_s", "p99_s"):
+            if key in side:  # the same figures in milliseconds, as tables print them
+                side[key[:-2] + "_ms"] = 1e3 * side[key]
         if name == "baseline":
             per_call = side.get("p50_s") or side["cold_s"]
         side["memory"] = memory_probe()
