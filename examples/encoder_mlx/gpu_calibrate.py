@@ -52,7 +52,9 @@ def _write(path: Path, result: dict) -> None:
     os.replace(tmp, path)
 
 
-def sweep_checks(spec_paths: list[Path], repeats: int = 3, case_names=None) -> dict:
+def sweep_checks(
+    spec_paths: list[Path], repeats: int = 3, case_names=None, progress=None, paths=None
+) -> dict:
     """Finite, deterministic outputs over repeated calls; each path against the baseline."""
     import data
     import gate_runners
@@ -66,12 +68,73 @@ def sweep_checks(spec_paths: list[Path], repeats: int = 3, case_names=None) -> d
                 cases.append((name, data.read_items(case.load())))
     out: dict = {"cases": [name for name, _ in cases], "repeats": repeats, "paths": {}}
     base = {name: gate_runners.run_items("baseline", items) for name, items in cases}
-    for path in ("baseline", *PATHS):
+    for path in paths or ("baseline", *PATHS):
         try:
             out["paths"][path] = _check_path(path, cases, base, repeats)
         except Exception as exc:  # one path's failure must not lose the others' evidence
             out["paths"][path] = {"error": f"{type(exc).__name__}: {exc}"}
         print(f"sweep {path}: {out['paths'][path]}", flush=True)
+        if progress is not None:
+            progress(out)
+    return out
+
+
+def quantized_matmul_check(bits_list=(8, 4), rows=(1, 8, 45, 64, 130, 512), repeats=3) -> dict:
+    """``nn.QuantizedLinear`` on the default device against the same packed weights dequantized
+    and multiplied on the CPU (``mx.dequantize``), for the model's Linear shapes: finite,
+    deterministic over repeated calls, max-abs difference. Isolates the quantized kernel from
+    the model."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    import model
+
+    cfg = model.load_config()
+    shapes = sorted(
+        {
+            (cfg.dim, 3 * cfg.dim),
+            (cfg.dim, 2 * cfg.enc_hidden),
+            (cfg.enc_hidden, cfg.dim),
+            (cfg.dim, cfg.head_hidden),
+            (cfg.head_hidden, cfg.dim),
+        }
+    )
+    device = mx.default_device()
+    rng = np.random.default_rng(0)
+    out: dict = {"device": str(device), "rows": list(rows), "results": []}
+    for bits in bits_list:
+        for fan_in, fan_out in shapes:
+            layer = nn.Linear(fan_in, fan_out)
+            layer.weight = mx.array(rng.standard_normal((fan_out, fan_in)).astype(np.float32) / 8)
+            q = nn.QuantizedLinear.from_linear(layer, group_size=model.GROUP_SIZE, bits=bits)
+            with mx.stream(mx.cpu):
+                w = mx.dequantize(
+                    q.weight, q.scales, q.biases, group_size=model.GROUP_SIZE, bits=bits
+                )
+            for m in rows:
+                x = mx.array(rng.standard_normal((m, fan_in)).astype(np.float32))
+                runs = [np.array(q(x)) for _ in range(repeats)]
+                with mx.stream(mx.cpu):
+                    ref = np.array(x @ w.T + q.bias)
+                finite = all(np.isfinite(r).all() for r in runs)
+                out["results"].append(
+                    {
+                        "bits": bits,
+                        "in": fan_in,
+                        "out": fan_out,
+                        "rows": m,
+                        "finite": bool(finite),
+                        "deterministic": all(np.array_equal(r, runs[0]) for r in runs),
+                        "max_abs_vs_cpu_dequantized": float(np.nanmax(np.abs(runs[0] - ref)))
+                        if finite
+                        else None,
+                    }
+                )
+    bad = [r for r in out["results"] if not r["finite"] or not r["deterministic"]]
+    worst = max((r["max_abs_vs_cpu_dequantized"] or 0.0 for r in out["results"]), default=0.0)
+    out["summary"] = {"cases": len(out["results"]), "bad": len(bad), "worst_max_abs": worst}
+    print(f"quantized matmul check: {out['summary']}", flush=True)
+    for r in bad[:12]:
+        print(f"  bad: {r}", flush=True)
     return out
 
 
@@ -104,6 +167,24 @@ def _check_path(path: str, cases, base, repeats: int) -> dict:
     }
 
 
+def exact_claims(result: dict, claims, spec: Path, cases, left, out: Path) -> None:
+    """The exact claims, paired, with the planted bugs; the JSON rewritten after each."""
+    import calibrate_claims as cc
+
+    for claim_id in claims:
+        if left() < 30:
+            result["skipped"].append(f"exact {claim_id}: time budget")
+            continue
+        t0 = time.monotonic()
+        try:
+            result["exact"].update(cc.exact([claim_id], spec=spec, write=False, cases=cases))
+        except Exception as exc:  # one claim's failure must not lose the others' evidence
+            result["exact"][claim_id] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"exact {claim_id}: {type(exc).__name__}: {exc}", flush=True)
+        result.setdefault("exact_seconds", {})[claim_id] = time.monotonic() - t0
+        _write(out, result)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -111,7 +192,17 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="a dry run in seconds (CPU)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run")
     ap.add_argument("--skip-heldout", action="store_true")
+    ap.add_argument(
+        "--parts",
+        default="exact,sweep,heldout",
+        help="comma-separated, in this order: exact, sweep, heldout, quant (a check of the "
+        "quantized matmul alone)",
+    )
     args = ap.parse_args()
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = set(parts) - {"exact", "sweep", "heldout", "quant"}
+    if unknown:
+        raise SystemExit(f"gpu_calibrate.py: unknown part(s) {', '.join(sorted(unknown))}")
     start = time.monotonic()
 
     def left() -> float:
@@ -139,45 +230,42 @@ def main() -> None:
         "skipped": [],
     }
     mx.reset_peak_memory()
+    for part in parts:
+        if part == "exact":
+            exact_claims(result, claims, spec, cases, left, args.out)
+        elif part == "sweep":
+            if left() > 30:
+                t0 = time.monotonic()
+                specs = [spec] if args.smoke else [spec, HERE / "parity.toml"]
 
-    # 1. the exact claims, paired, with the planted bugs (the slowest part: first)
-    for claim_id in claims:
-        if left() < 30:
-            result["skipped"].append(f"exact {claim_id}: time budget")
-            continue
-        t0 = time.monotonic()
-        try:
-            result["exact"].update(cc.exact([claim_id], spec=spec, write=False, cases=cases))
-        except Exception as exc:  # one claim's failure must not lose the others' evidence
-            result["exact"][claim_id] = {"error": f"{type(exc).__name__}: {exc}"}
-            print(f"exact {claim_id}: {type(exc).__name__}: {exc}", flush=True)
-        result.setdefault("exact_seconds", {})[claim_id] = time.monotonic() - t0
+                def progress(sweep: dict) -> None:
+                    result["sweep"] = sweep
+                    _write(args.out, result)
+
+                result["sweep"] = sweep_checks(
+                    specs, repeats=2 if args.smoke else 3, case_names=cases, progress=progress
+                )
+                result["sweep_seconds"] = time.monotonic() - t0
+            else:
+                result["skipped"].append("sweep checks: time budget")
+        elif part == "heldout" and not args.skip_heldout:
+            if left() > 20:
+                t0 = time.monotonic()
+                try:
+                    run = cc.heldout_outputs(limit=60 if args.smoke else None)
+                    result["heldout"] = cc.heldout_metrics(run["items"], run["outputs"])
+                except Exception as exc:
+                    result["heldout"] = {"error": f"{type(exc).__name__}: {exc}"}
+                    print(f"held-out: {result['heldout']['error']}", flush=True)
+                result["heldout_seconds"] = time.monotonic() - t0
+            else:
+                result["skipped"].append("held-out metrics: time budget")
+        elif part == "quant":
+            try:
+                result["quantized_matmul"] = quantized_matmul_check()
+            except Exception as exc:
+                result["quantized_matmul"] = {"error": f"{type(exc).__name__}: {exc}"}
         _write(args.out, result)
-
-    # 2. finite / deterministic / agreement over the sweep and the workload cases
-    if left() > 30:
-        t0 = time.monotonic()
-        specs = [spec] if args.smoke else [spec, HERE / "parity.toml"]
-        result["sweep"] = sweep_checks(specs, repeats=2 if args.smoke else 3, case_names=cases)
-        result["sweep_seconds"] = time.monotonic() - t0
-    else:
-        result["skipped"].append("sweep checks: time budget")
-    _write(args.out, result)
-
-    # 3. the held-out metrics (accuracy, McNemar, agreement, drift, ECE)
-    if args.skip_heldout:
-        pass
-    elif left() > 20:
-        t0 = time.monotonic()
-        try:
-            run = cc.heldout_outputs(limit=60 if args.smoke else None)
-            result["heldout"] = cc.heldout_metrics(run["items"], run["outputs"])
-        except Exception as exc:
-            result["heldout"] = {"error": f"{type(exc).__name__}: {exc}"}
-            print(f"held-out: {result['heldout']['error']}", flush=True)
-        result["heldout_seconds"] = time.monotonic() - t0
-    else:
-        result["skipped"].append("held-out metrics: time budget")
     result["peak_memory_mib"] = mx.get_peak_memory() / 1024.0**2
     result["seconds"] = time.monotonic() - start
     _write(args.out, result)

@@ -247,11 +247,17 @@ def summary_calibrate(out: Path, names: list[str]) -> list[str]:
         if sweep:
             lines.append("  path            finite determ.  max-abs vs base  agreement a/c")
             for path, r in sweep.items():
+                if "error" in r:
+                    lines.append(f"  {path:15s} error: {r['error'][:80]}")
+                    continue
                 ag = r["agreement"]
                 lines.append(
                     f"  {path:15s} {str(r['finite']):6s} {str(r['deterministic']):8s} "
                     f"{r['max_abs_vs_baseline']:<16.3g} {ag['action']:.3f}/{ag['choice']:.3f}"
                 )
+        quant = res.get("quantized_matmul", {})
+        if quant:
+            lines.append(f"  quantized matmul vs CPU dequantized: {quant.get('summary', quant)}")
         held = res.get("heldout", {}).get("variants", {})
         if held:
             lines.append("  held-out        acc a/c        agree a/c      drift    ECE")
@@ -315,6 +321,9 @@ def main() -> None:
     ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     ap.add_argument("--minutes", type=float, help="time budget of the call (default 5 / 7)")
     ap.add_argument("--smoke", action="store_true", help="every part shrunk to seconds")
+    ap.add_argument(
+        "--parts", help="calibrate: gpu_calibrate.py's parts (default exact,sweep,heldout)"
+    )
     args = ap.parse_args()
     started = time.monotonic()
     out = args.out.resolve()
@@ -339,6 +348,8 @@ def main() -> None:
     parts: list[tuple[str, list[str], dict, float]] = []
     if args.what == "calibrate":
         smoke = ["--smoke"] if args.smoke else []
+        if args.parts:
+            smoke += ["--parts", args.parts]
         for name, part_env in (("calib-tf32-off", tf32_off), ("calib-tf32-default", tf32_default)):
             share = budget / 2
             argv = ["gpu_calibrate.py", *dev, *smoke, "--deadline", f"{share - 15:.0f}"]
