@@ -327,6 +327,9 @@ def main() -> None:
     ap.add_argument("--p95-candidates", nargs="*", help="paths timed for p95 (default: per class)")
     ap.add_argument("--plan", choices=tuple(PLANS), default="full")
     ap.add_argument("--only", nargs="*", help="candidates to run (default: the plan's)")
+    ap.add_argument(
+        "--exclude", nargs="*", default=[], help="paths left out everywhere (comparisons, p95)"
+    )
     ap.add_argument("--workloads", nargs="*", help="workload classes (default: the plan's)")
     ap.add_argument("--blocks", type=int, help="block pairs per comparison (instead of budget)")
     ap.add_argument("--block-size", type=int, help="samples per side per block")
@@ -356,7 +359,7 @@ def main() -> None:
     loads = workloads()
     plan = PLANS[args.plan]
     chosen = args.workloads or list(plan)
-    candidates = args.only or ALL
+    candidates = [c for c in (args.only or ALL) if c not in args.exclude]
     tok = data.load_tokenizer()
     result = {
         "platform": label,
@@ -381,10 +384,10 @@ def main() -> None:
 
     def p95_phase(wnames, share):
         for wname in wnames:
-            names = args.p95_candidates or P95_SIDES[wname]
+            names = [n for n in args.p95_candidates or P95_SIDES[wname] if n not in args.exclude]
             estimate = None
             if "baseline" in p50_fixed and names and names[0] == "baseline":
-                ratio = sum(map(len, data.prepare_items(tok, loads[wname])))
+                ratio = sum(len(p.ids) for p in data.prepare_items(tok, loads[wname]))
                 ratio /= max(1, p50_fixed["tokens"])
                 estimate = p50_fixed["baseline"] * max(1.0, ratio)
             seconds = min(clock.left(), share) if args.deadline else None

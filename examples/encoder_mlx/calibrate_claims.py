@@ -311,9 +311,11 @@ def heldout_metrics(items, outs) -> dict:
         for h in ("action_prob", "choice_prob"):
             drift = max(drift, float(np.abs(out[h].astype(np.float64) - ref[h]).max()))
         row["prob_drift"] = drift
-        row["action_ece"] = float(
-            expected_calibration_error(_softmax(out["action"]), digits_, n_bins=15)
-        )
+        row["finite"] = all(bool(np.isfinite(out[h]).all()) for h in ("action", "choice"))
+        if row["finite"]:
+            row["action_ece"] = float(
+                expected_calibration_error(_softmax(out["action"]), digits_, n_bins=15)
+            )
         result["variants"][name] = row
     return result
 

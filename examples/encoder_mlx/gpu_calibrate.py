@@ -116,19 +116,19 @@ def quantized_matmul_check(bits_list=(8, 4), rows=(1, 8, 45, 64, 130, 512), repe
                 with mx.stream(mx.cpu):
                     ref = np.array(x @ w.T + q.bias)
                 finite = all(np.isfinite(r).all() for r in runs)
-                out["results"].append(
-                    {
-                        "bits": bits,
-                        "in": fan_in,
-                        "out": fan_out,
-                        "rows": m,
-                        "finite": bool(finite),
-                        "deterministic": all(np.array_equal(r, runs[0]) for r in runs),
-                        "max_abs_vs_cpu_dequantized": float(np.nanmax(np.abs(runs[0] - ref)))
-                        if finite
-                        else None,
-                    }
-                )
+                row = {
+                    "bits": bits,
+                    "in": fan_in,
+                    "out": fan_out,
+                    "rows": m,
+                    "finite": bool(finite),
+                    "deterministic": all(np.array_equal(r, runs[0]) for r in runs),
+                    "max_abs_vs_cpu_dequantized": float(np.nanmax(np.abs(runs[0] - ref)))
+                    if finite
+                    else None,
+                }
+                out["results"].append(row)
+                print(f"quantized matmul: {row}", flush=True)
     bad = [r for r in out["results"] if not r["finite"] or not r["deterministic"]]
     worst = max((r["max_abs_vs_cpu_dequantized"] or 0.0 for r in out["results"]), default=0.0)
     out["summary"] = {"cases": len(out["results"]), "bad": len(bad), "worst_max_abs": worst}
@@ -193,6 +193,11 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, help="seconds for the whole run")
     ap.add_argument("--skip-heldout", action="store_true")
     ap.add_argument(
+        "--heldout-variants",
+        default="baseline,q8,q4,two-bit-weights",
+        help="held-out variants (the 2-bit bug is 'two-bit-weights')",
+    )
+    ap.add_argument(
         "--parts",
         default="exact,sweep,heldout",
         help="comma-separated, in this order: exact, sweep, heldout, quant (a check of the "
@@ -252,7 +257,12 @@ def main() -> None:
             if left() > 20:
                 t0 = time.monotonic()
                 try:
-                    run = cc.heldout_outputs(limit=60 if args.smoke else None)
+                    chosen = args.heldout_variants.split(",")
+                    run = cc.heldout_outputs(
+                        names=tuple(v for v in chosen if v != "two-bit-weights"),
+                        bug="two-bit-weights" if "two-bit-weights" in chosen else None,
+                        limit=60 if args.smoke else None,
+                    )
                     result["heldout"] = cc.heldout_metrics(run["items"], run["outputs"])
                 except Exception as exc:
                     result["heldout"] = {"error": f"{type(exc).__name__}: {exc}"}

@@ -265,7 +265,7 @@ def summary_calibrate(out: Path, names: list[str]) -> list[str]:
                 lines.append(
                     f"  {variant:15s} {r['action_accuracy']:.3f}/{r['choice_accuracy']:.3f}    "
                     f"{r['action_agreement']:.3f}/{r['choice_agreement']:.3f}    "
-                    f"{r['prob_drift']:<8.3g} {r['action_ece']:.3f}"
+                    f"{r['prob_drift']:<8.3g} {r.get('action_ece', float('nan')):.3f}"
                 )
         if res.get("skipped"):
             lines.append(f"  skipped: {'; '.join(res['skipped'])}")
@@ -282,7 +282,8 @@ def summary_bench(out: Path, names: list[str]) -> list[str]:
         lines.append(f"{name}: {res.get('platform')}")
         for wname, lat in res.get("latency", {}).items():
             for path, r in lat.items():
-                if "skipped" in r:
+                if "cold_s" not in r:
+                    lines.append(f"  latency {wname:12s} {path:15s} {r}")
                     continue
                 lines.append(
                     f"  latency {wname:12s} {path:15s} cold {1e3 * r['cold_s']:8.2f} ms  "
@@ -292,6 +293,9 @@ def summary_bench(out: Path, names: list[str]) -> list[str]:
                 )
         for wname, w in res.get("workloads", {}).items():
             for cand, c in w.get("comparisons", {}).items():
+                if "speedup" not in c:
+                    lines.append(f"  {wname:12s} {cand:15s} {c.get('error', '?')[:90]}")
+                    continue
                 ci = c.get("speedup_ci") or [None, None]
                 lines.append(
                     f"  {wname:12s} {cand:15s} {_fmt(c['speedup'], '.3f')}x "
@@ -302,6 +306,8 @@ def summary_bench(out: Path, names: list[str]) -> list[str]:
                     f"maxabs {_fmt(c['output_check']['max_abs_vs_baseline'], '.2g')}"
                 )
         sweep = res.get("block_local_sweep", {})
+        if "error" in sweep:
+            lines.append(f"  block-local sweep: {sweep['error']}")
         for row in sweep.get("rows", []):
             lines.append(
                 f"  block-local L={row['length']:5d} dense {row['dense_ms']:.3f} ms "
@@ -323,6 +329,17 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="every part shrunk to seconds")
     ap.add_argument(
         "--parts", help="calibrate: gpu_calibrate.py's parts (default exact,sweep,heldout)"
+    )
+    ap.add_argument(
+        "--bench-parts",
+        default="default,off",
+        help="bench: default (TF32 at its default), off (MLX_ENABLE_TF32=0), checks "
+        "(gpu_calibrate.py --parts heldout,quant with TF32 at its default)",
+    )
+    ap.add_argument("--exclude", nargs="*", default=[], help="bench: paths left out (q8 q4)")
+    ap.add_argument("--workloads", nargs="*", help="bench default: workload classes compared")
+    ap.add_argument(
+        "--checks-variants", default="baseline,q8", help="bench checks: held-out variants"
     )
     args = ap.parse_args()
     started = time.monotonic()
@@ -365,18 +382,41 @@ def main() -> None:
             first = ["--plan", "study", "--budget", "6", "--p95-workloads", *P95_ALL]
             second = ["--plan", "study", "--budget", "4", "--workloads", "fixed", "variable"]
             second += ["--sweep-calls", "0", "--p95-candidates", "baseline", "compiled", "q8", "q4"]
-        for name, part_env, extra, share in (
-            ("bench-tf32-default", tf32_default, first, 0.68 * budget),
-            ("bench-tf32-off", tf32_off, second, 0.32 * budget),
-        ):
-            argv = ["bench_encoder.py", *dev, *extra, "--deadline", f"{share - 15:.0f}"]
+        exclude = ["--exclude", *args.exclude] if args.exclude else []
+        chosen = [x.strip() for x in args.bench_parts.split(",") if x.strip()]
+        weights = {"default": 0.68, "off": 0.32, "checks": 0.3}
+        if args.workloads:
+            first = [*first, "--workloads", *args.workloads]
+        if set(chosen) - set(weights):
+            raise SystemExit(f"run_gpu.py: unknown bench part(s) in {args.bench_parts!r}")
+        total = sum(weights[c] for c in chosen)
+        for part in chosen:
+            share = weights[part] / total * budget
+            if part == "checks":
+                name = "checks-tf32-default"
+                argv = ["gpu_calibrate.py", *dev, "--parts", "heldout,quant"]
+                argv += ["--heldout-variants", args.checks_variants]
+                argv += ["--smoke"] if args.smoke else []
+                argv += ["--deadline", f"{share - 15:.0f}", "--out", str(out / f"{name}.json")]
+                parts.append((name, argv, tf32_default, share))
+                continue
+            name, part_env, extra = {
+                "default": ("bench-tf32-default", tf32_default, first),
+                "off": ("bench-tf32-off", tf32_off, second),
+            }[part]
+            argv = ["bench_encoder.py", *dev, *extra, *exclude, "--deadline", f"{share - 15:.0f}"]
             parts.append((name, [*argv, "--out", str(out / f"{name}.json")], part_env, share))
     status = {}
     for name, argv, part_env, share in parts:
         print(f"[{name}] python {' '.join(argv)} (share {share:.0f} s)", flush=True)
         status[name] = run_part(name, argv, part_env, share, out)
     names = [name for name, *_ in parts]
-    lines = summary_calibrate(out, names) if args.what == "calibrate" else summary_bench(out, names)
+    if args.what == "calibrate":
+        lines = summary_calibrate(out, names)
+    else:
+        bench_names = [n for n in names if n.startswith("bench")]
+        lines = summary_bench(out, bench_names)
+        lines += summary_calibrate(out, [n for n in names if n not in bench_names])
     lines.append(f"parts: {json.dumps(status)}; total {time.monotonic() - started:.0f} s")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
