@@ -140,7 +140,7 @@ def _kernel() -> Any:
             diff = tl.abs(d)
             # a finite difference means both sides finite (and no float32 overflow): anything
             # else sends the block to the exact pass below
-            f_fin += (diff <= 3.4028234663852886e38).to(tl.int32)
+            f_fin += ((diff <= 3.4028234663852886e38) & mask).to(tl.int32)
             abs_a = tl.abs(a)
             abs_e = tl.abs(e)
             if RTOL_ZERO:
