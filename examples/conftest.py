@@ -1,17 +1,17 @@
-"""One mechanism for every example's tests: the example's own modules, by their plain names.
+"""One mechanism for every example's tests: the example's modules, imported as the gate imports
+them.
 
 An example is a folder users copy; its modules import each other by plain names
 (``import postprocess``), as they do when run from that folder. The examples' tests share one
-pytest session, and examples may use the same module names (``make_cases``), so each test module
-of an example gets that example's folder first on ``sys.path`` and its modules imported afresh,
-and both are taken off again afterwards (as paritygate's in-process runners do for a spec's
-folder). Tests reach the modules through the ``example_module`` fixture.
+pytest session and examples use the same module names (``make_cases``, ``model``), so tests reach
+an example's modules the way ``paritygate gate`` imports a runner's module: as each example's
+tests start, its folder goes first on ``sys.path`` and :func:`paritygate.testing.use_project`
+makes its modules the ones plain imports find (another example's module of the same name is
+never used); ``example_module("runners")`` is :func:`paritygate.testing.project_module`.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -27,36 +27,27 @@ def _example_of(path: Path) -> Path | None:
     return EXAMPLES / parts[0] if len(parts) > 1 else None
 
 
-def _own_modules(folder: Path) -> set[str]:
-    return {p.stem for p in folder.glob("*.py")} | {
-        p.name for p in folder.iterdir() if (p / "__init__.py").is_file()
-    }
-
-
 @pytest.fixture(scope="module", autouse=True)
 def example_folder(request: pytest.FixtureRequest) -> Iterator[Path | None]:
     folder = _example_of(request.path)
     if folder is None:
         yield None
         return
-    names = _own_modules(folder)
-    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(folder))
-    try:
+    from paritygate.testing import use_project
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(folder))
+        use_project(folder)  # its modules, not another example's of the same name
         yield folder
-    finally:
-        sys.path.remove(str(folder))
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
 
 
 @pytest.fixture(scope="module")
 def example_module(example_folder: Path) -> Callable[[str], ModuleType]:
     """``example_module("runners")``: the example's own module of that name."""
+    from paritygate.testing import project_module
 
     def load(name: str) -> ModuleType:
-        module = importlib.import_module(name)
+        module = project_module(example_folder, name)
         assert Path(module.__file__).resolve().parent == example_folder, module.__file__
         return module
 

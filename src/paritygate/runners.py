@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ._dtypes import numpy_dtype
@@ -52,6 +53,9 @@ __all__ = [
     "PythonRunner",
     "SubprocessRunner",
     "make_runner",
+    "import_name",
+    "import_project_module",
+    "use_project",
     "BARE_OUTPUT",
     "apply_maps",
 ]
@@ -225,7 +229,78 @@ def import_name(root: Path, module: str) -> tuple[str, Path]:
     return module, root
 
 
-_IMPORTED: dict[str, int] = {}  # top-level module of a spec folder -> source mtime when imported
+def use_project(root: str | os.PathLike[str]) -> None:
+    """Make the project in folder ``root`` the one its plain imports find: every cached module
+    named like one of the folder's own (a package folder: the package) that belongs to another
+    project, or whose source was edited since it was imported, is dropped, so that the next
+    import of that name loads this project's current file."""
+    _forget_others(import_name(Path(root).resolve(), "")[1], None)
+
+
+def import_project_module(root: str | os.PathLike[str], name: str) -> ModuleType:
+    """Module ``name`` of the project in folder ``root``, imported exactly as the gate imports a
+    runner's module (:func:`import_name`): a package folder's module as the package's submodule;
+    a plain folder's by its name, where any cached module named like one of the folder's own
+    that is another project's, or was edited since it was imported, is imported afresh. The
+    folder (a package's parent) is on ``sys.path`` for the import; a caller whose modules import
+    lazily, at call time, keeps it there (pytest: ``monkeypatch.syspath_prepend``)."""
+    import_as, entry = import_name(Path(root).resolve(), name)
+    _forget_others(entry, import_as.split(".")[0])
+    added = str(entry) not in sys.path
+    if added:
+        sys.path.insert(0, str(entry))
+    try:
+        module = importlib.import_module(import_as)
+    finally:
+        if added:
+            sys.path.remove(str(entry))
+    _remember(entry)
+    return module
+
+
+_IMPORTED: dict[str, int] = {}  # a spec folder's module -> its source's mtime when imported
+
+
+def _local_modules(entry: Path) -> dict[str, Path]:
+    """The top-level modules a ``sys.path`` entry of a spec holds: name -> source file."""
+    found = {p.stem: p for p in entry.glob("*.py")}
+    found.update({p.parent.name: p for p in entry.glob("*/__init__.py")})
+    return found
+
+
+def _stamp(path: Path) -> int:
+    """When a module's source last changed (a package's: its newest file)."""
+    if path.name == "__init__.py":
+        return max(p.stat().st_mtime_ns for p in path.parent.rglob("*.py"))
+    return path.stat().st_mtime_ns
+
+
+def _forget_others(entry: Path, top: str | None) -> None:
+    """Before a spec's module is imported: drop every cached module of the same name as one of
+    the spec folder's own that is another project's (another file), or whose source changed
+    since it was imported (a long-lived process such as a test session), so that the runner and
+    every plain import inside it (``from model import DiT``) get this project's current code.
+    The imported module itself is re-imported unless this runner imported it from here."""
+    for name, path in _local_modules(entry).items():
+        loaded = sys.modules.get(name)
+        if loaded is None:
+            continue
+        origin = Path(getattr(loaded, "__file__", "") or "").resolve()
+        stamp = _stamp(path)
+        recorded = _IMPORTED.get(str(path.resolve()))
+        stale = origin != path.resolve() or (recorded is not None and recorded != stamp)
+        if stale or (name == top and recorded is None):
+            for cached in [n for n in sys.modules if n == name or n.startswith(name + ".")]:
+                del sys.modules[cached]
+
+
+def _remember(entry: Path) -> None:
+    """After an import: the mtimes of the spec folder's modules now loaded from it."""
+    for name, path in _local_modules(entry).items():
+        loaded = sys.modules.get(name)
+        origin = Path(getattr(loaded, "__file__", "") or "").resolve() if loaded else None
+        if origin == path.resolve():
+            _IMPORTED[str(path.resolve())] = _stamp(path)
 
 
 class PythonRunner(ActiveRunner):
@@ -241,26 +316,8 @@ class PythonRunner(ActiveRunner):
 
     def _resolve(self, target: str) -> Callable[..., Any]:
         module_name, attr = target.split(":")
-        module_name, entry = import_name(self.spec.root, module_name)
-        top = module_name.split(".")[0]
-        loaded = sys.modules.get(top)
-        local = [p for p in (entry / f"{top}.py", entry / top / "__init__.py") if p.exists()]
-        if local and len(module_name.split(".")) > 1:  # the module's own file, in a package
-            own = entry.joinpath(*module_name.split("."))
-            local += [p for p in (own.with_suffix(".py"), own / "__init__.py") if p.exists()]
-        if loaded is not None and local:
-            origin = Path(getattr(loaded, "__file__", "") or "").resolve()
-            stamp = max(p.stat().st_mtime_ns for p in local)
-            if origin != local[0].resolve() or _IMPORTED.get(top) != stamp:
-                # Another project's module of the same name is cached, or the project's source
-                # changed since it was imported (a long-lived process such as a test session):
-                # import the spec's own, current code.
-                for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
-                    del sys.modules[name]
-        if local:
-            _IMPORTED[top] = max(p.stat().st_mtime_ns for p in local)
         try:
-            module = importlib.import_module(module_name)
+            module = import_project_module(self.spec.root, module_name)
         except Exception as exc:
             raise RunFailure(
                 self.name,

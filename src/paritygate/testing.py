@@ -28,6 +28,8 @@ __all__ = [
     "BaselineUpdated",
     "baseline_paths",
     "orphaned_baselines",
+    "project_module",
+    "use_project",
     "BASELINE_DIR",
     "UPDATE_ENV",
 ]
@@ -172,3 +174,26 @@ def orphaned_baselines(folders: list[str | os.PathLike[str]]) -> list[Path]:
             if path.resolve() not in _USED:
                 found.append(path)
     return found
+
+
+def project_module(folder: str | os.PathLike[str], name: str) -> Any:
+    """Module ``name`` of the parity project in ``folder``, imported as the gate imports its
+    runners' modules: for tests that call a project's code directly, in a session that may hold
+    several projects whose modules share names (``runners``, ``model``). A package folder's
+    module is the package's submodule; a plain folder's is imported by its name, and any cached
+    module named like one of the folder's own that belongs to another project (or was edited
+    since) is imported afresh. Keep the folder on ``sys.path`` while the module's code runs if
+    it imports lazily (pytest: ``monkeypatch.syspath_prepend(folder)``)."""
+    from .runners import import_project_module
+
+    return import_project_module(folder, name)
+
+
+def use_project(folder: str | os.PathLike[str]) -> None:
+    """Make the parity project in ``folder`` the one plain imports find (``import model`` in a
+    test, or inside the project's code when called): cached modules named like the folder's
+    own that belong to another project, or were edited since, are dropped. A test session over
+    several projects calls it as each project's tests start, with the folder on ``sys.path``."""
+    from .runners import use_project as use
+
+    use(folder)

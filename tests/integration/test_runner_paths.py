@@ -144,3 +144,39 @@ def test_a_package_project_imports_its_modules_as_the_package_s(tmp_path):
     assert sys.modules["bad_port.helpers"].SCALE == 1.01
     assert "helpers" not in sys.modules  # never imported as a top-level module
     assert str(tmp_path) not in sys.path  # the runner took its path entry off again
+
+
+def test_plain_projects_sharing_a_helper_module_name_each_import_their_own(tmp_path):
+    # Two plain folders whose runner modules import a sibling by the same plain name: the second
+    # gate must not run the first project's cached ``helpers``.
+    import sys
+
+    def plain(root, scale):
+        modules = {
+            "tiny.py": PACKAGED_MODEL.replace(
+                "from .helpers import SCALE", "from helpers import SCALE"
+            ),
+            "helpers.py": HELPERS.format(scale=scale),
+        }
+        path = make_project(root, modules=modules)
+        record(load_spec(path))
+        return load_spec(path)
+
+    good = plain(tmp_path / "good", 1.0)
+    bad = plain(tmp_path / "bad", 1.01)
+    assert run_gate(good).passed
+    second = run_gate(bad)
+    assert not second.passed and not second.errors, "ran the other project's helpers"
+    assert run_gate(good).passed
+    assert sys.modules["helpers"].__file__ == str(tmp_path / "good" / "helpers.py")
+
+
+def test_a_package_module_edited_in_place_is_imported_afresh(tmp_path):
+    # A long-lived process (a test session) that plants a bug in a package's module after a
+    # first gate: the next gate runs the edited code.
+    project = _package(tmp_path / "port", scale=1.0)
+    assert run_gate(project).passed
+    helpers = project.root / "helpers.py"
+    helpers.write_text(HELPERS.format(scale=1.01))
+    os.utime(helpers, ns=(helpers.stat().st_atime_ns, helpers.stat().st_mtime_ns + 10**9))
+    assert not run_gate(project).passed
