@@ -39,48 +39,12 @@ def calibrate_claim(
     ``model_mutations`` maps a name to a ``module:function`` (resolved from the spec's folder, like
     a runner's callable) that stands in for the candidate: a mutated model.
     """
-    import dataclasses
-
     from ..runners import make_runner
     from ..spec import Spec, load_spec
 
     loaded: Spec = spec if isinstance(spec, Spec) else load_spec(spec)
-    claim = loaded.claims.get(claim_id)
-    where = f"{loaded.path}: {loaded.key('claims', claim_id)}"
-    if claim is None:
-        known = ", ".join(loaded.claims) or "none"
-        raise InputError(f"no claim {claim_id!r} (claims: {known})", where=str(loaded.path))
-    # Some claims are calibrated through another metric's distribution (the registry's
-    # calibrated_through): an exact claim (byte equality) through max_abs, where zero noise
-    # proposes it; labelled boxes and segments too, every edge delta being |a - e| of one
-    # coordinate of one covered output.
-    metric = claim.metric_entry.calibrated_through or claim.metric
-    if claim.metric == "max_edge_delta" and claim.params.get("match") == "iou":
-        raise InputError(
-            "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
-            "itself changes with the noise",
-            where=where,
-            hint="calibrate labelled boxes (one output per box) or segments",
-        )
-    if metric not in DIRECTIONS:
-        raise InputError(
-            f"metric {claim.metric!r} cannot be calibrated from output pairs",
-            where=where,
-            hint=f"calibration measures {', '.join(DIRECTIONS)} (and exact claims through max_abs)",
-        )
-    if candidate is None:
-        if len(claim.candidates) != 1:
-            raise InputError(
-                f"the claim covers candidates {', '.join(claim.candidates)}: name one with "
-                "--candidate",
-                where=where,
-            )
-        candidate = claim.candidates[0]
-    elif candidate not in claim.candidates:
-        raise InputError(
-            f"{candidate!r} is not a candidate of this claim ({', '.join(claim.candidates)})",
-            where=where,
-        )
+    claim, metric, where = _calibrated_claim(loaded, claim_id)
+    candidate = _chosen_candidate(claim, candidate, where)
     chosen = _spec_cases(loaded, cases, where)
     params = claim.params
     if metric == "ssim" and "data_range" not in params:
@@ -92,29 +56,8 @@ def calibrate_claim(
         from ..references import load_reference
 
         recorded = load_reference(loaded)
-    base = loaded.runners[candidate]
-    candidate_runner = make_runner(base, loaded)
-    mutants = {}
-    for name, target in (model_mutations or {}).items():
-        if ":" not in target:
-            raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
-        if base.factory:
-            # Called like the runner it replaces: a factory built with the candidate's options,
-            # whose callable then runs every case.
-            mutated = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
-        else:
-            mutated = dataclasses.replace(
-                base,
-                name=f"{candidate}[{name}]",
-                kind="python",
-                callable=target,
-                factory=None,
-                options={},
-                command=None,
-            )
-        mutants[name] = make_runner(mutated, loaded)
-        # A mutated model's activity is counted like the candidate's it stands in for.
-        mutants[name].count = getattr(candidate_runner, "count", ())
+    candidate_runner = make_runner(loaded.runners[candidate], loaded)
+    mutants = _mutant_runners(loaded, candidate, candidate_runner, model_mutations or {})
     active = [r for r in (reference_runner, candidate_runner, *mutants.values()) if r is not None]
     band = claim.activity
     skipped = band is not None and band.calls is not None and band.measure == "skipped"
@@ -159,43 +102,124 @@ def calibrate_claim(
             ssim_data_range=params.get("data_range"),
             seed=seed,
             claim_id=claim_id,
-            activity_band=(
-                (claim.activity.counter, claim.activity.low, claim.activity.high)
-                if claim.activity
-                else None
-            ),
+            activity_band=(band.counter, band.low, band.high) if band else None,
             label=f"{candidate} against "
             f"{'the recorded reference' if recorded else loaded.reference.name}",
         )
-        if claim.metric == "max_edge_delta":
-            result.claim_metric_name = "max_edge_delta"
-            result.label += " (max_edge_delta: the per-edge deltas, measured as max_abs)"
-            if result.proposal == "exact":
-                result.reason = (
-                    f"the measured noise is exactly zero over {result.n} cases: propose bound 0 "
-                    "on every edge (max_edge_delta = 0)"
-                )
-        hidden = (
-            _split_by_noise(result)[0]
-            if result.refused and result.claim_metric.gap is not None
-            else []
-        )
-        if claim.oracle == "approximation" and any(
-            m.kind == "output" and m.name in hidden for m in result.mutations
-        ):
-            # An approximation changes the output on purpose, by more than a float16 drop or 1 %
-            # noise may: those output-level mutations measure numerical noise, not its bugs.
-            result.reason += (
-                "; an approximation claim is calibrated against the bugs it must catch: "
-                "model-level "
-                "mutations of the approximation (--model-mutation) with --mutations none, unless "
-                "the output-level ones inside the noise are bugs this claim must catch"
-            )
+        _explain(result, claim)
         return result
     finally:
         for runner in reversed(active):
             if runner.active:
                 runner.deactivate()
+
+
+def _calibrated_claim(spec: Any, claim_id: str) -> tuple[Any, str, str]:
+    """(claim, the metric its distribution is measured in, where it is) for a claim that can
+    be calibrated from output pairs; InputError naming why otherwise."""
+    claim = spec.claims.get(claim_id)
+    where = f"{spec.path}: {spec.key('claims', claim_id)}"
+    if claim is None:
+        known = ", ".join(spec.claims) or "none"
+        raise InputError(f"no claim {claim_id!r} (claims: {known})", where=str(spec.path))
+    # Some claims are calibrated through another metric's distribution (the registry's
+    # calibrated_through): an exact claim (byte equality) through max_abs, where zero noise
+    # proposes it; labelled boxes and segments too, every edge delta being |a - e| of one
+    # coordinate of one covered output.
+    metric = claim.metric_entry.calibrated_through or claim.metric
+    if claim.metric == "max_edge_delta" and claim.params.get("match") == "iou":
+        raise InputError(
+            "IoU-matched boxes cannot be calibrated from output pairs yet: the pairing "
+            "itself changes with the noise",
+            where=where,
+            hint="calibrate labelled boxes (one output per box) or segments",
+        )
+    if metric not in DIRECTIONS:
+        raise InputError(
+            f"metric {claim.metric!r} cannot be calibrated from output pairs",
+            where=where,
+            hint=f"calibration measures {', '.join(DIRECTIONS)} (and exact claims through max_abs)",
+        )
+    return claim, metric, where
+
+
+def _chosen_candidate(claim: Any, candidate: str | None, where: str) -> str:
+    """The candidate to calibrate: the one named (a candidate of the claim), or the claim's
+    only one."""
+    if candidate is None:
+        if len(claim.candidates) != 1:
+            raise InputError(
+                f"the claim covers candidates {', '.join(claim.candidates)}: name one with "
+                "--candidate",
+                where=where,
+            )
+        return claim.candidates[0]
+    if candidate not in claim.candidates:
+        raise InputError(
+            f"{candidate!r} is not a candidate of this claim ({', '.join(claim.candidates)})",
+            where=where,
+        )
+    return candidate
+
+
+def _mutant_runners(
+    spec: Any, candidate: str, candidate_runner: Any, model_mutations: Mapping[str, str]
+) -> dict[str, Any]:
+    """A runner per model mutation (``module:function``), standing in for the candidate."""
+    import dataclasses
+
+    from ..runners import make_runner
+
+    base = spec.runners[candidate]
+    mutants = {}
+    for name, target in model_mutations.items():
+        if ":" not in target:
+            raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
+        if base.factory:
+            # Called like the runner it replaces: a factory built with the candidate's options,
+            # whose callable then runs every case.
+            mutated = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
+        else:
+            mutated = dataclasses.replace(
+                base,
+                name=f"{candidate}[{name}]",
+                kind="python",
+                callable=target,
+                factory=None,
+                options={},
+                command=None,
+            )
+        mutants[name] = make_runner(mutated, spec)
+        # A mutated model's activity is counted like the candidate's it stands in for.
+        mutants[name].count = getattr(candidate_runner, "count", ())
+    return mutants
+
+
+def _explain(result: CalibrationResult, claim: Any) -> None:
+    """What the result says in the claim's own terms: a per-edge claim's proposal, and why an
+    approximation claim is calibrated against model-level bugs."""
+    if claim.metric == "max_edge_delta":
+        result.claim_metric_name = "max_edge_delta"
+        result.label += " (max_edge_delta: the per-edge deltas, measured as max_abs)"
+        if result.proposal == "exact":
+            result.reason = (
+                f"the measured noise is exactly zero over {result.n} cases: propose bound 0 "
+                "on every edge (max_edge_delta = 0)"
+            )
+    hidden = (
+        _split_by_noise(result)[0] if result.refused and result.claim_metric.gap is not None else []
+    )
+    if claim.oracle == "approximation" and any(
+        m.kind == "output" and m.name in hidden for m in result.mutations
+    ):
+        # An approximation changes the output on purpose, by more than a float16 drop or 1 %
+        # noise may: those output-level mutations measure numerical noise, not its bugs.
+        result.reason += (
+            "; an approximation claim is calibrated against the bugs it must catch: "
+            "model-level "
+            "mutations of the approximation (--model-mutation) with --mutations none, unless "
+            "the output-level ones inside the noise are bugs this claim must catch"
+        )
 
 
 def _spec_cases(spec: Any, cases: int | Sequence[str] | None, where: str) -> list[Any]:
