@@ -58,6 +58,24 @@ def _refusal(first_output) -> str:
     return "NOT REFUSED"
 
 
+def _matmul_rows(label: str, mm, a, a2, b, w, budget: float, cache: str) -> list[str]:
+    """A/A (same shape, other values) and 10 % more rows, against ``a @ w``."""
+    from paritygate.bench import run_bench
+
+    rows = []
+    for what, cand in (("A/A", lambda: mm(a2, w)), ("+10% rows", lambda: mm(b, w))):
+        result = run_bench(
+            lambda: mm(a, w),
+            cand,
+            workload=f"gpu timing {label} matmul",
+            budget=budget,
+            processes=0,
+            cache_dir=cache,
+        )
+        rows.append(_row(label, what, result, _refusal(mm(a, w))))
+    return rows
+
+
 def torch_rows(budget: float, cache: str) -> list[str]:
     import torch
 
@@ -71,17 +89,7 @@ def torch_rows(budget: float, cache: str) -> list[str]:
     a = torch.randn(n, n, device="cuda")
     a2 = torch.randn(n, n, device="cuda")
     b = torch.randn(round(n * 1.10), n, device="cuda")
-    rows = []
-    for what, cand in (("A/A", lambda: a2 @ w), ("+10% rows", lambda: b @ w)):
-        result = run_bench(
-            lambda: a @ w,
-            cand,
-            workload="gpu timing torch matmul",
-            budget=budget,
-            processes=0,
-            cache_dir=cache,
-        )
-        rows.append(_row("torch CUDA", what, result, _refusal(a @ w)))
+    rows = _matmul_rows("torch CUDA", lambda x, y: x @ y, a, a2, b, w, budget, cache)
     # L2: a reduction over 16 MiB (fits the H200's L2), with and without evicting it first
     small = torch.randn(4 << 20, device="cuda")
     times = {}
@@ -110,8 +118,6 @@ def jax_rows(budget: float, cache: str) -> list[str]:
     import jax
     import jax.numpy as jnp
 
-    from paritygate.bench import run_bench
-
     if jax.default_backend() != "gpu":
         return [f"| JAX | backend {jax.default_backend()}, not gpu | | | | | | | | | | |"]
     n = 4096
@@ -121,18 +127,7 @@ def jax_rows(budget: float, cache: str) -> list[str]:
     a2 = jax.random.normal(jax.random.PRNGKey(2), (n, n))
     b = jax.random.normal(jax.random.PRNGKey(3), (round(n * 1.10), n))
     mm = jax.jit(lambda x, y: jnp.matmul(x, y, precision="highest"))
-    rows = []
-    for what, cand in (("A/A", lambda: mm(a2, w)), ("+10% rows", lambda: mm(b, w))):
-        result = run_bench(
-            lambda: mm(a, w),
-            cand,
-            workload="gpu timing jax matmul",
-            budget=budget,
-            processes=0,
-            cache_dir=cache,
-        )
-        rows.append(_row("JAX GPU", what, result, _refusal(mm(a, w))))
-    return rows
+    return _matmul_rows("JAX GPU", mm, a, a2, b, w, budget, cache)
 
 
 def mlx_rows(budget: float, cache: str) -> list[str]:
@@ -140,7 +135,8 @@ def mlx_rows(budget: float, cache: str) -> list[str]:
         import mlx.core as mx
     except ImportError:
         return ["| MLX | not installed | | | | | | | | | | |"]
-    from paritygate.bench import run_bench
+    if mx.default_device() != mx.gpu:
+        return [f"| MLX | default device {mx.default_device()}, not a GPU | | | | | | | | | | |"]
 
     n = 4096
     w = mx.random.normal((n, n))
@@ -148,18 +144,8 @@ def mlx_rows(budget: float, cache: str) -> list[str]:
     a2 = mx.random.normal((n, n))
     b = mx.random.normal((round(n * 1.10), n))
     mx.eval(w, a, a2, b)
-    rows = []
-    for what, cand in (("A/A", lambda: a2 @ w), ("+10% rows", lambda: b @ w)):
-        result = run_bench(
-            lambda: a @ w,
-            cand,
-            workload="gpu timing mlx matmul",
-            budget=budget,
-            processes=0,
-            cache_dir=cache,
-        )
-        rows.append(_row(f"MLX {mx.default_device()}", what, result, _refusal(a @ w)))
-    return rows
+    label = f"MLX {mx.default_device()}"
+    return _matmul_rows(label, lambda x, y: x @ y, a, a2, b, w, budget, cache)
 
 
 def main(argv=None) -> int:
