@@ -159,14 +159,20 @@ def bench_torch(reps: int, tune: bool) -> dict:
     out["fail_mismatches"] = t.mismatches
     out["fail_failures"] = [f.metric for f in t.failures]
     out["fail_cosine"] = t.cosine
+    # Counts, ULPs, max_abs and the worst elements exactly; the Triton kernel's float32 sums
+    # within its float32 bound (the chunked path sums in float64).
     out["kernels_agree"] = (
         t.mismatches == c.mismatches
         and t.ulp_max == c.ulp_max
         and t.ulp_nonzero == c.ulp_nonzero
-        and abs(t.max_abs - c.max_abs) <= 1e-12
-        and abs(t.mean_abs - c.mean_abs) <= 1e-9 * c.mean_abs
-        and abs(t.cosine - c.cosine) <= 1e-12
+        and t.max_abs == c.max_abs
+        and abs(t.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
+        and abs(t.one_minus_cosine - c.one_minus_cosine) <= 2e-6 * c.one_minus_cosine
         and [w.excess for w in t.worst] == [w.excess for w in c.worst]
+    )
+    out["mean_abs_rel_diff"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
+    out["one_minus_cosine_rel_diff"] = (
+        abs(t.one_minus_cosine - c.one_minus_cosine) / c.one_minus_cosine
     )
     out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
     return out

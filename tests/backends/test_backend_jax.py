@@ -246,7 +246,9 @@ def test_whole_array_reduction_agrees_with_the_host(monkeypatch):
             result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
         rel, cos = (1e-9, 1e-12) if x64_for(a, e) else (1e-6, 1e-7)
         check(result, reference(a, e, tol), rel=rel, cosine_abs=cos)
-    assert set(calls) == {CASES[0][1].size}
+    size = CASES[0][1].size  # 38073: one call on the CPU; on an accelerator the short last
+    main = size // jax_backend.BLOCK * jax_backend.BLOCK  # block is a call of its own
+    assert set(calls) in ({size}, {main, size - main}), set(calls)
 
 
 @pytest.mark.parametrize("n, k", [(5000, 10), (70_000, 7), (3 << 16, 40)])
@@ -288,7 +290,7 @@ def test_whole_array_reduction_falls_back_to_chunks_past_the_memory_bound(monkey
     real = jax_backend._kernel
     monkeypatch.setattr(jax_backend, "_kernel", lambda *a: (calls.append(a[1]), real(*a))[1])
     name, a, e, tol = next(c for c in CASES if c[0] == "float32-planted")
-    for bound, sizes in ((1 << 40, {37 * 1024, 1029 * 37 - 37 * 1024}), (0, {8192, 5305})):
+    for bound, sizes in ((1 << 40, {37 * 1024, 1029 * 37 - 37 * 1024}), (1, {8192, 5305})):
         monkeypatch.setattr(jax_backend, "MAX_TEMP_BYTES", bound)
         calls.clear()
         result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
