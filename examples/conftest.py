@@ -8,6 +8,10 @@ an example's modules the way ``paritygate gate`` imports a runner's module: as e
 tests start, its folder goes first on ``sys.path`` and :func:`paritygate.testing.use_project`
 makes its modules the ones plain imports find (another example's module of the same name is
 never used); ``example_module("runners")`` is :func:`paritygate.testing.project_module`.
+
+Every example's tests are end-to-end checks, marked ``slow`` here (tests/conftest.py marks
+tests/integration), so that ``pytest examples`` alone selects them the same way as the whole
+suite does.
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ from types import ModuleType
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.path)).resolve().is_relative_to(EXAMPLES):
+            item.add_marker(pytest.mark.slow)
 
 
 def _example_of(path: Path) -> Path | None:

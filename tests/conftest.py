@@ -4,7 +4,8 @@
 - ``tests/backends``: one file per framework; ``PARITYGATE_TEST_FRAMEWORKS=torch,mlx`` selects
   some (the others are deselected, never skipped); by default every framework runs;
 - ``tests/integration`` and ``examples``: the gate, the CLI, bootstrap, dependencies and the
-  examples end to end, all marked ``slow`` (``-m "not slow"`` leaves them out).
+  examples end to end, all marked ``slow`` (``-m "not slow"`` leaves them out); the examples are
+  marked by examples/conftest.py, which pytest loads whenever it collects an example's tests.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
-SLOW = (TESTS / "integration", ROOT / "examples")
+INTEGRATION = TESTS / "integration"
 FRAMEWORKS = ("jax", "mlx", "onnxruntime", "torch")
 
 
@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept, deselected = [], []
     for item in items:
         path = Path(str(item.path)).resolve()
-        if any(path.is_relative_to(folder) for folder in SLOW):
+        if path.is_relative_to(INTEGRATION):
             item.add_marker(pytest.mark.slow)
         framework = _framework_of(path)
         if framework is not None and framework not in selected:
