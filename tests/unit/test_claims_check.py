@@ -380,23 +380,6 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "README.md:3: claim boxes.edge_px: the gate's bound 30 px" in capsys.readouterr().out
 
 
-def test_box_port_example_readme_against_its_2px_and_30px_specs():
-    # The seed-002 incident on the box-port example, as shipped: the README publishes 2 px; the
-    # strict spec agrees, the 30 px spec is caught.
-    example = Path(__file__).resolve().parents[2] / "examples" / "box_port"
-    readme = example / "README.md"
-    strict = check_claims([readme], example / "parity.toml")
-    assert strict.problems == [] and any(m.kind == "claim" for m in strict.markers)
-    loose = check_claims([readme], example / "parity-30px.toml")
-    assert len(loose.problems) == 1
-    text = str(loose.problems[0])
-    assert re.match(
-        r".*README\.md:\d+: claim panel-edges: the gate's bound 30 px "
-        r"\(.*parity-30px\.toml:\d+\) is looser than the published '≤ 2 px' \(2\)",
-        text,
-    )
-
-
 def test_published_range_is_the_activity_band(tmp_path):
     claims = (
         _claims()

@@ -1,16 +1,20 @@
-"""The box-port example end to end: the correct port passes its published 2 px claim, the
-seed's preprocessing bug fails it naming case, box, edge and excess, and the 30 px gate that hid
-the bug is refused by the claims check of the README."""
+"""The box-port example end to end, as its README tells it: the correct port passes its published
+2 px claim and its two entry points agree; the seed's preprocessing bug fails the claim naming
+case, box, edge and excess; the 30 px gate that hid the bug is refused by the claims check of the
+README; drift of a case or of a reference pin is caught; an entry point carrying a stale threshold
+is caught even where every claim still holds."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from paritygate import load_spec, record, run_gate
+from paritygate import load_spec, record, run_gate, verify
 from paritygate.cli import main
 
 BOX_PORT = Path(__file__).resolve().parents[1]
@@ -49,6 +53,13 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
     edge = [v for v in result["verdicts"] if v["claim_id"] == "panel-edges"]
     assert [v["case"] for v in edge] == ["leetcode", "wide_editor", "narrow"]
     assert all(v["passed"] and v["observed"] == 0 for v in edge)
+    # the cross-adapter check: the Python API agrees with the command line at zero tolerance
+    cross = [v for v in result["verdicts"] if v["oracle"] == "cross-adapter"]
+    assert [(v["claim_id"], v["candidate"], v["case"]) for v in cross] == [
+        ("cross-adapter:port", "port-python", case)
+        for case in ("leetcode", "wide_editor", "narrow")
+    ]
+    assert all(v["passed"] and v["bound"] == 0 and v["observed"] == 0 for v in cross)
     assert result["exit_code"] == 0 and (box_port / "parity-reports" / "junit.xml").is_file()
 
 
@@ -100,6 +111,56 @@ def test_example_readme_publishes_the_number_the_gate_enforces(capsys):
     """The example's README ties its "≤ 2 px" to the claim; the 30 px variant is refused."""
     readme = str(BOX_PORT / "README.md")
     assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity.toml")]) == 0
+    strict = capsys.readouterr()
+    assert "claims check: ok, 1 marker(s) in 1 doc(s)" in strict.out + strict.err
     assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity-30px.toml")]) == 1
-    captured = capsys.readouterr()
-    assert "looser than the published" in captured.out + captured.err
+    loose = capsys.readouterr()
+    assert "claims check: FAIL, 1 problem(s)" in loose.out + loose.err
+    assert re.search(
+        r"README\.md:\d+: claim panel-edges: the gate's bound 30 px "
+        r"\(.*parity-30px\.toml:\d+\) is looser than the published '≤ 2 px' \(2\)",
+        loose.out,
+    ), loose.out
+
+
+def test_verify_catches_drift_of_a_case_and_of_a_reference_pin(box_port, capsys):
+    """`paritygate verify`: the recorded example holds; a case image edited after its sha256 pin,
+    or the reference's pinned preprocessing changed in the spec, is drift (exit 3), named."""
+    spec_path = box_port / "parity.toml"
+    assert main(["verify", str(spec_path)]) == 0 and verify(load_spec(spec_path)).passed
+    capsys.readouterr()
+    case = box_port / "cases" / "narrow.npz"
+    pinned = case.read_bytes()
+    with np.load(case, allow_pickle=False) as arrays:
+        image = arrays["image"].copy()
+    image[0, 0] ^= 1  # one pixel, one bit
+    np.savez(case, image=image)
+    assert main(["verify", str(spec_path)]) == 3
+    out = " ".join(capsys.readouterr().out.split())
+    assert "case-input: narrow: expected" in out and "(input differs from its pin)" in out
+    assert [(d.kind, d.subject) for d in verify(load_spec(spec_path)).drift] == [
+        ("case-input", "narrow")
+    ]
+    case.write_bytes(pinned)
+    spec_path.write_text(spec_path.read_text().replace("sigma = 1.0", "sigma = 1.5"))
+    drift = verify(load_spec(spec_path)).drift
+    assert [d.subject for d in drift] == ["runner reference: preprocess.sigma"]
+
+
+def test_adapter_with_a_stale_threshold_is_caught_even_when_the_claim_holds(box_port):
+    """The command-line adapter carries a stale copy of an old threshold. Each box moves 4 px,
+    a 30 px claim still holds, but the adapters disagree and the gate fails."""
+    cli = box_port / "port_cli.py"
+    source = cli.read_text()
+    stale = source.replace(
+        "result = detect_image(image)", "result = detect_image(image, threshold=0.6)"
+    )
+    assert stale != source
+    cli.write_text(stale)
+    result = run_gate(load_spec(box_port / "parity-30px.toml"))
+    assert all(v.passed for v in result.verdicts if v.claim_id == "panel-edges")
+    cross = [v for v in result.verdicts if v.oracle == "cross-adapter"]
+    assert len(cross) == 3 and not any(cross) and not result.passed and result.exit_code == 1
+    first = cross[0].failures[0]
+    assert first.where == "boxes/editor at index 0" and first.observed == 4 and first.bound == 0
+    assert "port-python 132, port 136" in first.detail
