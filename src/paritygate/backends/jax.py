@@ -1,18 +1,21 @@
 """JAX arrays: metrics computed by XLA on the array's device, one ``block_until_ready``.
 
-On an accelerator two JAX arrays are reduced by one jitted whole-array function: every per-element
-quantity (differences, tolerances, ULP distances, non-finite flags) feeds reductions of one shape,
-rows of ``BLOCK`` elements, which XLA fuses into one pass over both arrays; the per-block partials
-(a few bytes per ``BLOCK`` elements) are then reduced in levels of ``BLOCK`` (sums) or plainly
-(maxima, counts), and the k candidates of largest excess are ranked only inside the k blocks of
-largest block maximum (found the same way, in levels). Nothing of full size is materialized:
-extra device memory is the per-block partials (about 100 bytes per ``BLOCK`` elements) and the k
-revisited blocks. On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside
-the function with ``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the
-re-reads of XLA's CPU fusions in cache; a numpy side is moved to the device one chunk at a time
-(``CHUNK_ACCELERATOR`` elements on an accelerator), each call awaited before the next transfer.
-The host queues every call and waits once; the chunks' results (``len(STATS)`` numbers and 3k
-candidates each) are combined on the host in float64.
+On an accelerator two JAX arrays are reduced by one jitted whole-array function: every
+per-element quantity (differences, tolerances, ULP distances, non-finite flags) feeds ONE variadic
+``lax.reduce`` over rows of ``BLOCK`` elements, which XLA fuses with the elementwise work into one
+pass over both arrays (separate sibling reductions were not fused on an H200). The per-block
+partials (a few bytes per ``BLOCK`` elements) are then reduced in levels of ``BLOCK`` (sums) or
+plainly (maxima, counts), and the k candidates of largest excess are ranked only inside the k
+blocks of largest block maximum (found the same way, in levels). Nothing of full size is
+materialized: extra device memory is the per-block partials (about 100 bytes per ``BLOCK``
+elements) and the k revisited blocks.
+
+On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside the function with
+``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the re-reads of XLA's CPU
+fusions in cache; a numpy side is moved to the device one chunk at a time (``CHUNK_ACCELERATOR``
+elements on an accelerator), each call awaited before the next transfer. The host queues every call
+and waits once; the chunks' results (``len(STATS)`` numbers and 3k candidates each) are combined on
+the host in float64.
 
 Accuracy. With ``jax_enable_x64`` values are compared and sums accumulated in float64 and
 ``cosine(x, x)`` is 1 within 1e-12. Without x64 (JAX's default) XLA has no float64: values are
