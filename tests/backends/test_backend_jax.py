@@ -265,20 +265,24 @@ def test_top_ids_finds_the_k_largest_lowest_position_first(monkeypatch, n, k):
 
 
 def test_extra_device_memory_of_the_reduction():
-    """XLA's own account of the reduction's temporaries. On an accelerator: the whole-array
-    reduction of two 4 GiB bfloat16 arrays (compiled, not run) stays under 1 GiB (per-block
-    partials, no full-size intermediate). On the CPU, which reduces chunks: one chunk's call
-    stays under 64 MiB."""
+    """XLA's own account of the temporaries of every call the backend makes for two 4 GiB
+    bfloat16 arrays on the default device (compiled, not run): each stays under 1 GiB. On an
+    H200 XLA does not fuse the whole-array reduction (32 GB of temporaries), so the backend takes
+    chunks as large as the bound allows there; the CPU reduces chunks of CHUNK elements."""
+    n = 1 << 31
     spec = jax_backend._Spec("float", "bfloat16", Tolerance(atol=1e-3, max_ulp=0), False)
+    from types import SimpleNamespace
+
+    side = SimpleNamespace(shape=(n,), dtype="bfloat16")  # what _ranges reads of each side
     device = jax.devices()[0]
-    if jax_backend._accelerator(device):
-        n = 1 << 31
-        temp = jax_backend._temp_bytes(spec, n, ((n,), "bfloat16"), ((n,), "bfloat16"))
-        assert (n // jax_backend.BLOCK) * 4 <= temp <= 1 << 30, temp
-    else:
-        n = jax_backend.CHUNK
-        temp = jax_backend._temp_bytes(spec, n, ((n,), "bfloat16"), ((n,), "bfloat16"))
-        assert temp <= 64 << 20, temp
+    ranges = jax_backend._ranges(n, jax_backend._accelerator(device), True, spec, side, side)
+    sizes = {stop - start for start, stop in ranges}
+    assert sum(stop - start for start, stop in ranges) == n
+    for size in sizes:
+        temp = jax_backend._temp_bytes(spec, size, ((n,), "bfloat16"), ((n,), "bfloat16"))
+        assert temp <= jax_backend.MAX_TEMP_BYTES, (size, temp)
+    if not jax_backend._accelerator(device):
+        assert sizes == {jax_backend.CHUNK}
 
 
 def test_whole_array_reduction_falls_back_to_chunks_past_the_memory_bound(monkeypatch):
