@@ -1,14 +1,15 @@
 """JAX arrays: metrics computed by XLA on the array's device, one ``block_until_ready``.
 
-On an accelerator two JAX arrays are reduced by one jitted whole-array function: every
-per-element quantity (differences, tolerances, ULP distances, non-finite flags) feeds ONE variadic
-``lax.reduce`` over rows of ``BLOCK`` elements, which XLA fuses with the elementwise work into one
-pass over both arrays (separate sibling reductions were not fused on an H200). The per-block
-partials (a few bytes per ``BLOCK`` elements) are then reduced in levels of ``BLOCK`` (sums) or
-plainly (maxima, counts), and the k candidates of largest excess are ranked only inside the k
-blocks of largest block maximum (found the same way, in levels). Nothing of full size is
-materialized: extra device memory is the per-block partials (about 100 bytes per ``BLOCK``
-elements) and the k revisited blocks.
+On an accelerator two JAX arrays are reduced by one jitted whole-array function when XLA's own
+account of its temporaries fits ``MAX_TEMP_BYTES`` (1 GiB): every per-element quantity
+(differences, tolerances, ULP distances, non-finite flags) feeds ONE variadic ``lax.reduce`` over
+rows of ``BLOCK`` elements, meant to be fused with the elementwise work into one pass over both
+arrays. XLA fuses it on the CPU (248 MiB of temporaries for 2 x 4 GiB) but did not on an H200
+(32 GB): there the arrays are cut into as few chunks as the bound allows (32 calls at 2 x 4 GiB,
+17x one read on an H200; benchmarks/README.md). The per-block partials (a few bytes per
+``BLOCK`` elements) are reduced in levels of ``BLOCK`` (sums) or plainly (maxima, counts), and the
+k candidates of largest excess are ranked only inside the k blocks of largest block maximum
+(found the same way, in levels).
 
 On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside the function with
 ``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the re-reads of XLA's CPU
@@ -223,9 +224,9 @@ def _elementwise(a_raw: Any, e_raw: Any, s: _Spec) -> dict:
 
 def _block_partials(a_rows: Any, e_rows: Any, s: _Spec, valid: Any) -> tuple:
     """Per-row (block) partials of a (rows, BLOCK) view, from ONE variadic ``lax.reduce``: every
-    sum, maximum and count of a row in a single reduction, so that XLA fuses the elementwise work
-    into one kernel that reads both arrays once (separate sibling reductions were left unfused on
-    an H200, materializing ~12 bytes of temporaries per element).
+    sum, maximum and count of a row in a single reduction, so that XLA can fuse the elementwise
+    work into one kernel that reads both arrays once (it does on the CPU; on an H200 neither this
+    nor separate sibling reductions were fused, and the caller chunks within the memory bound).
 
     ``valid`` (None when every position is data) marks the zero padding of a last short block:
     zeros are neutral in every statistic but the finite maximum of the excess (masked here) and
