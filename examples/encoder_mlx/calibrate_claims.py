@@ -341,7 +341,6 @@ def heldout(claims: list[str] | None = None) -> None:
     """
     from paritygate import load_spec, update_claim
     from paritygate.calibration import calibrate_claim, calibrate_dataset_claim, write_bound
-    from paritygate.calibration.claims import _toml_basis
 
     spec = load_spec(HELDOUT)
     run = heldout_outputs()
@@ -376,7 +375,7 @@ def heldout(claims: list[str] | None = None) -> None:
             status = "provisional"
         else:
             bound, status = result.proposed_bound, "calibrated"
-        update_claim(HELDOUT, claim_id, bound=bound, status=status, basis=_toml_basis(basis))
+        update_claim(HELDOUT, claim_id, bound=bound, status=status, basis=basis)
         summary[claim_id] = {
             "bound": bound,
             "observed": result.observed,

@@ -1222,6 +1222,24 @@ def parse_slice(text: str) -> tuple[Any, ...]:
 # Editing (comments and layout kept)
 
 
+def basis_table(basis: dict[str, Any]) -> Any:
+    """The basis as a TOML table: nested maps inline, one blank line after it so the next table
+    keeps its spacing. TOML has no null, so absent values are left out."""
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, value in basis.items():
+        if value is None or (isinstance(value, dict) and not value):
+            continue
+        if isinstance(value, dict):
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            value = inline
+        table.add(key, value)
+    table.add(tomlkit.nl())
+    return table
+
+
 def update_claim(spec_path: str | Path, claim_id: str, **fields: Any) -> None:
     """Set keys of ``[claims.<claim_id>]`` (e.g. ``bound``, ``status``, ``basis``) in place.
 
@@ -1239,6 +1257,8 @@ def update_claim(spec_path: str | Path, claim_id: str, **fields: Any) -> None:
     if claim_id not in claims:
         raise SpecError(f"no claim {claim_id!r}", where=f"{path}: claims")
     for key, value in fields.items():
+        if key == "basis" and type(value) is dict:
+            value = basis_table(value)  # a plain mapping gets the layout calibration writes
         claims[claim_id][key] = value
     text = tomlkit.dumps(document)
     data = tomllib.loads(text)

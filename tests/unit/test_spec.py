@@ -223,6 +223,20 @@ def test_update_claim_keeps_comments_and_refuses_invalid_edits(tmp_path):
     assert tomllib.loads(before)["claims"]["y-close"]["bound"] == 2e-6
 
 
+def test_update_claim_writes_a_plain_basis_mapping_as_calibration_does(tmp_path):
+    path = make_project(tmp_path, TINY_SPEC)
+    basis = {"cases": 16, "noise": {"max": 1e-6, "median": 2e-7}, "refused": None, "empty": {}}
+    update_claim(path, "y-close", basis=basis)
+    text = path.read_text()
+    # nested maps inline, absent values left out (TOML has no null), the spec still loads
+    assert "noise = {max = 1e-06, median = 2e-07}" in text
+    assert "refused" not in text and "empty" not in text
+    assert load_spec(path).claims["y-close"].basis == {
+        "cases": 16,
+        "noise": {"max": 1e-6, "median": 2e-7},
+    }
+
+
 def test_command_only_keys_are_refused_on_in_process_runners(tmp_path):
     text = _error(
         tmp_path,

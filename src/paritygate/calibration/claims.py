@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..spec import basis_table
 from .measure import calibrate
 from .mutations import DEFAULT_MUTATIONS, Mutation
 from .proposal import _split_by_noise
@@ -268,7 +269,7 @@ def write_bound(
     basis = result.basis()
     if cases is not None:
         basis["cases"] = list(cases)
-    fields: dict[str, Any] = {"status": "calibrated", "basis": _toml_basis(basis)}
+    fields: dict[str, Any] = {"status": "calibrated", "basis": basis_table(basis)}
     if result.claim_metric_name:
         # max_edge_delta keeps its metric and scope; zero noise gives bound 0 on every edge.
         bound = 0 if result.proposal == "exact" else result.proposed_bound
@@ -317,21 +318,3 @@ def choose_cases(
     if names:
         return list(dict.fromkeys(names))
     return [n for n in known if n not in skipped]
-
-
-def _toml_basis(basis: dict[str, Any]) -> Any:
-    """The basis as a TOML table: nested maps inline, one blank line after it so the next table
-    keeps its spacing. TOML has no null, so absent values are left out."""
-    import tomlkit
-
-    table = tomlkit.table()
-    for key, value in basis.items():
-        if value is None or (isinstance(value, dict) and not value):
-            continue
-        if isinstance(value, dict):
-            inline = tomlkit.inline_table()
-            inline.update(value)
-            value = inline
-        table.add(key, value)
-    table.add(tomlkit.nl())
-    return table

@@ -220,10 +220,9 @@ def _dataset_claim(
 ) -> int:
     """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases (or rows)."""
     from ..calibration import calibrate_dataset_claim
-    from ..calibration.claims import _toml_basis
     from ..errors import InputError
     from ..runners import RunFailure
-    from ..spec import update_claim
+    from ..spec import basis_table, update_claim
 
     if isinstance(chosen, int):
         from ..spec import load_spec
@@ -253,7 +252,7 @@ def _dataset_claim(
             claim_id,
             bound=result.proposed_bound,
             status="calibrated",
-            basis=_toml_basis(result.basis()),
+            basis=basis_table(result.basis()),
         )
         click.echo(f"written: {result.metric} bound {result.proposed_bound:g}, status calibrated")
     else:
