@@ -76,6 +76,7 @@ from typing import Any
 from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
+    COUNT_STATS,
     ML_DTYPES_NAMES,
     STATS,
     ULP_INT_BITS,
@@ -291,21 +292,7 @@ _FROW = (
     "max_abs_hi",
     "max_abs_lo",
 )
-_IROW = (
-    "n_finite",
-    "mismatch_finite",
-    "ulp_nonzero",
-    "ulp_over",
-    "actual_nan",
-    "expected_nan",
-    "nan_both",
-    "nan_one_side",
-    "actual_inf",
-    "expected_inf",
-    "inf_mismatch",
-    "ulp_max",
-    "max_abs_int",
-)
+_IROW = (*COUNT_STATS, "ulp_max", "max_abs_int")
 
 
 @functools.lru_cache(maxsize=64)
