@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import InputError, UserError
 from ..results import to_jsonable
 from ._run import BenchResult
-from ._stats import Verdict, format_ratio
+from ._stats import Verdict, classify, format_ratio
 
 __all__ = ["RunComparison", "compare_runs"]
 
@@ -88,15 +88,7 @@ def compare_runs(
     )
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     threshold = max(first.threshold, second.threshold)
-    delta = math.log1p(threshold)
-    if lo > delta:
-        verdict = Verdict.SLOWER
-    elif hi < -delta:
-        verdict = Verdict.FASTER
-    elif -delta < lo and hi < delta:
-        verdict = Verdict.EQUIVALENT
-    else:
-        verdict = Verdict.INCONCLUSIVE
+    verdict = classify(lo, hi, threshold)
     return RunComparison(
         first=names[0],
         second=names[1],

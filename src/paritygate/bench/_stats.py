@@ -186,6 +186,19 @@ class Decision:
         return 1.0 / self.ratio
 
 
+def classify(lo: float, hi: float, threshold: float) -> Verdict:
+    """The verdict of a log-ratio interval ``[lo, hi]`` against a relative threshold (the rule
+    in the module docstring)."""
+    delta = math.log1p(threshold)
+    if lo > delta:
+        return Verdict.SLOWER
+    if hi < -delta:
+        return Verdict.FASTER
+    if -delta < lo and hi < delta:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
 def decide(log_ratios: list[float], threshold: float, alpha: float) -> Decision:
     """Apply the rule to the log time ratios of the block pairs, at level 1 - alpha."""
     if not threshold > 0:
@@ -198,14 +211,7 @@ def decide(log_ratios: list[float], threshold: float, alpha: float) -> Decision:
     assert ci is not None
     lo, hi = ci
     delta = math.log1p(threshold)
-    if lo > delta:
-        verdict = Verdict.SLOWER
-    elif hi < -delta:
-        verdict = Verdict.FASTER
-    elif -delta < lo and hi < delta:
-        verdict = Verdict.EQUIVALENT
-    else:
-        verdict = Verdict.INCONCLUSIVE
+    verdict = classify(lo, hi, threshold)
     more = None
     if verdict is Verdict.INCONCLUSIVE:
         # The interval narrows like 1/sqrt(n) if the spread stays as it is: how many pairs until
