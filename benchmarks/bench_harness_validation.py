@@ -21,6 +21,9 @@ same workload (separately allocated arrays). ``--verify`` times every variant in
 Conditions: ``ambient`` (whatever else the machine runs) and ``busy`` (plus one process that
 keeps a core busy for the whole trial). Load averages are recorded with every trial.
 
+The competitors run from this interpreter: ``pip install pyperf pytest-benchmark`` first (they
+are not test dependencies); a selected tool that is missing stops the script before any trial.
+
     python benchmarks/bench_harness_validation.py --minutes 40 --out DIR
     python benchmarks/bench_harness_validation.py --report DIR
     python benchmarks/bench_harness_validation.py --verify
@@ -531,6 +534,13 @@ def main(argv=None) -> int:
         return 0
     cells = CELLS if args.cells == "all" else [CELLS[int(i)] for i in args.cells.split(",")]
     rotating = [CELLS[int(i)] for i in args.rotate.split(",") if i]
+    import importlib.util
+
+    modules = {"pyperf": "pyperf", "pyperf-fast": "pyperf", "pytest-benchmark": "pytest-benchmark"}
+    for tool, *_ in cells + rotating:
+        module = modules.get(tool)
+        if module and importlib.util.find_spec(module.replace("-", "_")) is None:
+            parser.error(f"cell {tool!r} needs {module} in this interpreter (pip install {module})")
     run(args.minutes, args.out, args.condition, cells, rotating, args.per_round)
     return 0
 
