@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import InputError
 from ..spec import basis_table
 from .measure import calibrate
-from .mutations import DEFAULT_MUTATIONS, Mutation
+from .mutations import DEFAULT_MUTATIONS, Mutation, mutated_runner
 from .proposal import _split_by_noise
 from .result import DIRECTIONS, CalibrationResult
 
@@ -167,7 +167,6 @@ def _mutant_runners(
     spec: Any, candidate: str, candidate_runner: Any, model_mutations: Mapping[str, str]
 ) -> dict[str, Any]:
     """A runner per model mutation (``module:function``), standing in for the candidate."""
-    import dataclasses
 
     from ..runners import make_runner
 
@@ -176,20 +175,7 @@ def _mutant_runners(
     for name, target in model_mutations.items():
         if ":" not in target:
             raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
-        if base.factory:
-            # Called like the runner it replaces: a factory built with the candidate's options,
-            # whose callable then runs every case.
-            mutated = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
-        else:
-            mutated = dataclasses.replace(
-                base,
-                name=f"{candidate}[{name}]",
-                kind="python",
-                callable=target,
-                factory=None,
-                options={},
-                command=None,
-            )
+        mutated = mutated_runner(base, candidate, name, target)
         mutants[name] = make_runner(mutated, spec)
         # A mutated model's activity is counted like the candidate's it stands in for.
         mutants[name].count = getattr(candidate_runner, "count", ())

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import claim_metrics
 from ..errors import InputError
+from .mutations import mutated_runner
 
 # --------------------------------------------------------------------------------------------
 # Measurement
@@ -110,7 +111,6 @@ def calibrate_dataset_claim(
     give a coarse bootstrap. One resampled index picks the same row of every covered output;
     every case must give each covered output the same number of rows. The metric of a resample
     is still the gate's own, computed over one case holding the chosen rows."""
-    import dataclasses
 
     from scipy.stats import bootstrap
 
@@ -190,18 +190,7 @@ def calibrate_dataset_claim(
         )
     mutated: dict[str, float] = {}
     for name, target in (model_mutations or {}).items():
-        if base.factory:
-            runner = dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
-        else:
-            runner = dataclasses.replace(
-                base,
-                name=f"{candidate}[{name}]",
-                kind="python",
-                callable=target,
-                factory=None,
-                options={},
-                command=None,
-            )
+        runner = mutated_runner(base, candidate, name, target)
         mutated[name] = metric_over(np.arange(len(names)), outputs_of(runner))
     if direction == "min":
         bound = math.floor(interval * 1000) / 1000  # outwards, to a number one can publish
