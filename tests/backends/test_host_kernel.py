@@ -153,7 +153,7 @@ def test_thread_count_does_not_change_results(monkeypatch, kernel):
     real = host._block_stats
 
     def spy(*args):
-        seen.add(threading.get_ident())
+        seen.add(threading.current_thread())  # the objects, kept alive: idents are reused
         return real(*args)
 
     if kernel == "numpy":
@@ -439,3 +439,17 @@ def test_kernel_cache_goes_to_the_user_cache_folder_when_site_packages_is_read_o
     assert "data saved to" not in second, second[-2000:]
     loaded = [line for line in second.splitlines() if "data loaded from" in line]
     assert loaded and all(str(cache / "numba") in line for line in loaded), second[-2000:]
+
+
+def test_split_blocks_covers_every_block_once_and_raises_a_share_error(monkeypatch):
+    monkeypatch.setenv("PARITYGATE_THREADS", "4")
+    done: list[int] = []
+    _numba_kernel.split_blocks(10, lambda first, last: done.extend(range(first, last)))
+    assert sorted(done) == list(range(10))
+
+    def fail_late(first: int, last: int) -> None:
+        if last == 10:  # the last share, run by a worker thread
+            raise ValueError("share failed")
+
+    with pytest.raises(ValueError, match="share failed"):
+        _numba_kernel.split_blocks(10, fail_late)

@@ -505,26 +505,49 @@ def partials(pair: Any, settings: Any, partials_type: Any) -> Any:
         out.f,
         out.i,
     )
+    # The kernel releases the GIL: each share fills its own rows of the per-block partials, so
+    # the result does not depend on the number of threads.
+    split_blocks(n_blocks, lambda first, last: _kernel(a, e, ua, ue, *args, first, last, *tail))
+    return out
+
+
+def split_blocks(n_blocks: int, work) -> None:
+    """Call ``work(first, last)`` on contiguous shares of ``range(n_blocks)``, one share per
+    thread ($PARITYGATE_THREADS, else the cores this process may use).
+
+    The calling thread takes the first share itself rather than idling in a wait: one thread
+    fewer to start and schedule, which is what a short comparison on a busy machine pays for.
+    Every share gets a thread of its own (a pool would hand a second share to a worker that
+    finished its first), and the first error raised in any share is raised here."""
     threads = min(_threads(), n_blocks)
     if threads <= 1:
-        _kernel(a, e, ua, ue, *args, 0, n_blocks, *tail)
-        return out
-    # The kernel releases the GIL: each thread fills its own rows of the per-block partials,
-    # so the result does not depend on the number of threads.
-    bounds = [n_blocks * t // threads for t in range(threads + 1)]
-    from concurrent.futures import ThreadPoolExecutor
+        if n_blocks:
+            work(0, n_blocks)
+        return
+    import threading
 
-    # The calling thread takes the first share itself rather than idling in a wait: one thread
-    # fewer to start and schedule, which is what a short comparison on a busy machine pays for.
-    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
-        futures = [
-            pool.submit(_kernel, a, e, ua, ue, *args, bounds[t], bounds[t + 1], *tail)
-            for t in range(1, threads)
-        ]
-        _kernel(a, e, ua, ue, *args, bounds[0], bounds[1], *tail)
-        for future in futures:
-            future.result()
-    return out
+    bounds = [n_blocks * t // threads for t in range(threads + 1)]
+    errors: list[BaseException] = []
+
+    def share(first: int, last: int) -> None:
+        try:
+            work(first, last)
+        except BaseException as exc:  # raised again in the calling thread
+            errors.append(exc)
+
+    workers = [
+        threading.Thread(target=share, args=(bounds[t], bounds[t + 1]), daemon=True)
+        for t in range(1, threads)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        work(bounds[0], bounds[1])
+    finally:
+        for worker in workers:
+            worker.join()
+    if errors:
+        raise errors[0]
 
 
 def _threads() -> int:

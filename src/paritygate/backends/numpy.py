@@ -639,9 +639,7 @@ def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
     the number of threads ($PARITYGATE_THREADS, else the cores this process may use)."""
     n_blocks = -(-pair.a.size // BLOCK)
     partials = _Partials(n_blocks)
-    from ._numba_kernel import _threads
-
-    threads = min(_threads(), n_blocks)
+    from ._numba_kernel import split_blocks
 
     def run(first: int, last: int) -> None:
         ws = _Workspace(min(BLOCK, max(pair.a.size, 1)))
@@ -651,17 +649,7 @@ def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
             ac, ec = _flat_range(pair.a, start, stop), _flat_range(pair.e, start, stop)
             _block_stats(ac, ec, s, partials.f[b], partials.i[b], ws)
 
-    if threads <= 1:
-        run(0, n_blocks)
-        return partials
-    from concurrent.futures import ThreadPoolExecutor
-
-    bounds = [n_blocks * t // threads for t in range(threads + 1)]
-    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
-        futures = [pool.submit(run, bounds[t], bounds[t + 1]) for t in range(1, threads)]
-        run(bounds[0], bounds[1])  # the calling thread takes the first share
-        for future in futures:
-            future.result()
+    split_blocks(n_blocks, run)
     return partials
 
 
