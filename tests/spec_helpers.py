@@ -162,18 +162,10 @@ def copy_box_port(root: Path) -> Path:
 
 
 def plant_scale_bug(project: Path) -> None:
-    """The planted regression: the port's preprocessing computes its resize scale with the
-    align-corners convention ((n - 1) / (m - 1)) instead of n / m; right and bottom edges drift."""
-    path = project / "port_detector.py"
-    source = path.read_text()
-    buggy = source.replace(
-        "scale_x = width / MODEL_WIDTH", "scale_x = (width - 1) / (MODEL_WIDTH - 1)"
-    )
-    buggy = buggy.replace(
-        "scale_y = height / MODEL_HEIGHT", "scale_y = (height - 1) / (MODEL_HEIGHT - 1)"
-    )
-    assert buggy != source
-    path.write_text(buggy)
+    """The box-port example's planted regression (its plant_bug.py), in the copy ``project``."""
+    from paritygate.testing import project_module
+
+    project_module(project, "plant_bug").plant_bug(project)
 
 
 def recorded_file(references: Path, case: str) -> Path:

@@ -33,18 +33,6 @@ def box_port(tmp_path):
     return project
 
 
-def plant_scale_bug(project: Path) -> None:
-    """The planted regression: the port's preprocessing computes its resize scale with the
-    align-corners convention ((n - 1) / (m - 1)) instead of n / m; right and bottom edges drift."""
-    path = project / "port_detector.py"
-    source = path.read_text()
-    buggy = source.replace(
-        "scale_x = width / MODEL_WIDTH", "scale_x = (width - 1) / (MODEL_WIDTH - 1)"
-    ).replace("scale_y = height / MODEL_HEIGHT", "scale_y = (height - 1) / (MODEL_HEIGHT - 1)")
-    assert buggy != source
-    path.write_text(buggy)
-
-
 def test_correct_port_passes_the_2px_claim(box_port, capsys):
     assert main(["gate", str(box_port / "parity.toml")]) == 0
     out = capsys.readouterr().out
@@ -63,10 +51,12 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
     assert result["exit_code"] == 0 and (box_port / "parity-reports" / "junit.xml").is_file()
 
 
-def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_port, capsys):
+def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(
+    box_port, capsys, example_module
+):
     """The seed's incident: the port's resize scale uses the align-corners convention. One edge
     of one box of one case drifts by 3 px; every other edge stays within 2 px."""
-    plant_scale_bug(box_port)
+    example_module("plant_bug").plant_bug(box_port)
     result = run_gate(load_spec(box_port / "parity.toml"))
     assert not result.passed and result.exit_code == 1
     failing = [v for v in result.verdicts if not v.passed]
@@ -99,9 +89,9 @@ def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(box_por
     )
 
 
-def test_the_30px_gate_hides_the_same_bug(box_port):
+def test_the_30px_gate_hides_the_same_bug(box_port, example_module):
     """Why claims check exists: the 30 px variant passes the regression the 2 px claim catches."""
-    plant_scale_bug(box_port)
+    example_module("plant_bug").plant_bug(box_port)
     result = run_gate(load_spec(box_port / "parity-30px.toml"))
     assert result.passed
     assert max(v.observed for v in result.verdicts if v.claim_id == "panel-edges") == 3
