@@ -124,11 +124,13 @@ def _package(root, scale: float):
     return load_spec(path)
 
 
-def test_a_package_project_imports_its_modules_as_the_package_s(tmp_path):
+def test_a_package_project_imports_its_modules_as_the_package_s(tmp_path, monkeypatch):
     import sys
 
     from paritygate.runners import import_name
 
+    # a top-level ``helpers`` another test imported (the plain projects below) is not this one's
+    monkeypatch.delitem(sys.modules, "helpers", raising=False)
     good = _package(tmp_path / "good_port", scale=1.0)
     bad = _package(tmp_path / "bad_port", scale=1.01)  # a planted 1 % scale in its helper
     assert import_name(good.root, "tiny") == ("good_port.tiny", tmp_path)
