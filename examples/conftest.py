@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from isolation import clean_environment, clean_session  # noqa: F401 (fixtures)
 
 EXAMPLES = Path(__file__).resolve().parent
 

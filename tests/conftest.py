@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from isolation import clean_environment, clean_session  # noqa: F401 (fixtures)
 
 TESTS = Path(__file__).resolve().parent
 INTEGRATION = TESTS / "integration"
