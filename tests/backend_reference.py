@@ -136,7 +136,7 @@ def cases(seed: int = 0) -> list[tuple[str, np.ndarray, np.ndarray, Tolerance]]:
     return out
 
 
-def run_isolated(code: str, timeout: float = 240) -> dict[str, float]:
+def run_isolated(code: str, timeout: float = 600) -> dict[str, float]:
     """Run code in a fresh interpreter (a clean peak-memory record); parse its `key=value` lines."""
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],

@@ -194,7 +194,7 @@ def test_every_command_shows_help_without_extras(core_venv, tmp_path):
         env=_clean_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=tmp_path,
     )
     assert top.returncode == 0, top.stderr
@@ -208,7 +208,7 @@ def test_every_command_shows_help_without_extras(core_venv, tmp_path):
             env=_clean_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,
             cwd=tmp_path,
         )
         assert shown.returncode == 0, (command, shown.stderr[-2000:])
@@ -224,7 +224,7 @@ def test_compare_and_demo_run_without_extras(core_venv, tmp_path):
         env=_clean_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert same.returncode == 0, same.stderr
     demo = _run(
@@ -253,7 +253,7 @@ def test_full_environment_import_and_help_load_no_framework(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -264,7 +264,7 @@ def test_full_environment_import_and_help_load_no_framework(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
         cwd=tmp_path,
     )
     assert done.returncode != 0 and "numba" in done.stderr

@@ -111,7 +111,7 @@ def _browser(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
         f"--user-data-dir={tmp_path / 'profile'}",
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
 
 
 def _measure(html: str, tmp_path: Path, *, open_all: bool = False) -> tuple[int, int]:
