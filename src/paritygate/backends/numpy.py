@@ -58,6 +58,12 @@ name = "numpy"
 NUMBA_MIN_SIZE = 1 << 20
 
 _KERNEL_ENV = "PARITYGATE_KERNEL"
+
+#: A block's exact shortcuts: maxima located by argmax (which also says when a count has
+#: nothing to count), the largest symmetric relative error sought only where the plain one
+#: reaches it, ULP distances read from the bit patterns when no pair differs in sign. Each gives
+#: the value of the full computation bit for bit; tests turn them off to check that.
+SHORTCUTS = True
 _INT_VIEW = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 
@@ -216,6 +222,7 @@ class _Workspace:
         self.a64 = np.empty(size, np.float64)
         self.e64 = np.empty(size, np.float64)
         self.d = np.empty(size, np.float64)
+        self.sd = np.empty(size, np.float64)
         self.ae = np.empty(size, np.float64)
         self.t1 = np.empty(size, np.float64)
         self.t2 = np.empty(size, np.float64)
@@ -250,9 +257,10 @@ def _as_float64(
         np.subtract(eu, au, out=uu, where=less)
         d[...] = uu
     else:
+        sd = ws.sd[:n]
         with np.errstate(invalid="ignore", over="ignore"):
-            np.subtract(a64, e64, out=d)
-        np.abs(d, out=d)
+            np.subtract(a64, e64, out=sd)
+        np.abs(sd, out=d)
     return a64, e64, d
 
 
@@ -380,6 +388,8 @@ def _block_stats_quiet(
         a64[nonfinite] = 0.0
         e64[nonfinite] = 0.0
         d[nonfinite] = 0.0
+        if s.mode == "float":
+            ws.sd[:n][nonfinite] = 0.0  # the difference of the zeroed sides
         sum_abs = d.sum()
     n_finite = n if finite is None else int(np.count_nonzero(finite))
     irow[_I["n_finite"]] = n_finite
@@ -395,6 +405,7 @@ def _block_stats_quiet(
     frow[_F["norm_actual_sq"]] = np.multiply(a64, a64, out=t1).sum()
     frow[_F["norm_expected_sq"]] = np.multiply(e64, e64, out=t1).sum()
 
+    count: int | None = None
     if finite is None:
         # Elements with a == e contribute nothing but their (negative) excess to the metrics
         # below; when few elements differ, compute those metrics on the differing ones only.
@@ -403,43 +414,49 @@ def _block_stats_quiet(
         if count * 8 < n:
             _sparse_block_stats(ac, ec, a64, e64, d, ae, differ, count, s, frow, irow)
             return
-    _difference_sums(a64, e64, d, t1, t2, frow)
+    _difference_sums(a64, e64, d, ws.sd[:n] if s.mode == "float" else None, t1, t2, frow)
+    shortcuts = SHORTCUTS
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if max_abs > 0:
             # fmax skips 0/0 (rel_eps = 0 with both sides zero): equal elements have no
             # relative error.
             np.add(ae, s.rel_eps, out=t1)
-            np.divide(d, t1, out=t1)
-            frow[_F["max_rel"]] = max(np.fmax.reduce(t1), 0.0)
-            np.abs(a64, out=t1)
-            np.maximum(t1, ae, out=t1)
-            t1 += s.rel_eps
-            np.divide(d, t1, out=t1)
-            frow[_F["max_rel_symmetric"]] = max(np.fmax.reduce(t1), 0.0)
+            rel = np.divide(d, t1, out=t1)
+            _relative_maxima(a64, ae, d, rel, s, frow, ws, shortcuts)
 
-        # excess = d - (atol + rtol |e|), the same operations in every kernel
-        excess = np.multiply(ae, s.rtol, out=t2)
-        excess += s.atol
-        np.subtract(d, excess, out=excess)
-        if finite is not None:
-            excess[~finite] = -np.inf
-        mismatches = int(np.count_nonzero(np.greater(excess, 0, out=ws.m1[:n])))
-        block_max = excess.max()
-        # atol_needed = max(d - rtol |e|); with rtol = 0 that is max |a - e| exactly.
+        # excess = d - (atol + rtol |e|), the same operations in every kernel; rtol |e| is
+        # computed once for atol_needed = max(d - rtol |e|) (with rtol = 0: max |a - e|).
+        scaled = np.multiply(ae, s.rtol, out=t2)
         if s.rtol == 0:
             frow[_F["atol_needed"]] = max_abs
         else:
-            np.multiply(ae, s.rtol, out=t1)
-            np.subtract(d, t1, out=t1)
+            np.subtract(d, scaled, out=t1)
             if finite is not None:
                 t1[~finite] = -np.inf
             frow[_F["atol_needed"]] = max(t1.max(), 0.0)
+        excess = np.add(scaled, s.atol, out=t2)
+        np.subtract(d, excess, out=excess)
+        if finite is not None:
+            excess[~finite] = -np.inf
+        top = -1
+        if shortcuts:
+            # The largest excess by argmax (NaN first, like max); no element exceeds its bound
+            # when the largest excess does not, so the count needs no pass then.
+            top = int(np.argmax(excess))
+            block_max = excess[top]
+            if block_max > 0 or block_max != block_max:
+                mismatches = int(np.count_nonzero(np.greater(excess, 0, out=ws.m1[:n])))
+            else:
+                mismatches = 0
+        else:
+            mismatches = int(np.count_nonzero(np.greater(excess, 0, out=ws.m1[:n])))
+            block_max = excess.max()
         # rtol_needed = max((d - atol) / |e|) over d > atol (x/0 = inf there); others give <= 0.
         if max_abs > s.atol:
             over = np.greater(d, s.atol, out=ws.m2[:n])
-            count = np.count_nonzero(over)
-            if count * 8 < n:
+            count_over = np.count_nonzero(over)
+            if count_over * 8 < n:
                 picked = np.flatnonzero(over)
                 values = (d[picked] - s.atol) / ae[picked]
             else:
@@ -456,18 +473,31 @@ def _block_stats_quiet(
         frow[_F["atol_needed"]] = np.inf
     elif not block_max > 0:
         # The worst elements are those that differ at all; equal elements never enter them.
-        # (In place, as a plain maximum: a masked np.max took a fifth of a passing block's time.)
+        # When the element of largest excess differs, that excess is theirs; otherwise the
+        # equal elements are masked (in place, as a plain maximum: a masked np.max took a fifth
+        # of a passing block's time).
         key = -np.inf
         if max_abs > 0:
-            equal = np.equal(d, 0, out=ws.m2[:n])
-            if equal.any():
-                excess[equal] = -np.inf
-            key = excess.max()
+            if top >= 0 and d[top] > 0:
+                key = block_max
+            else:
+                equal = np.equal(d, 0, out=ws.m2[:n])
+                if equal.any():
+                    excess[equal] = -np.inf
+                key = excess.max()
     frow[_F["max_excess"]] = key
     frow[_F["key"]] = key
     irow[_I["mismatches"]] = mismatches
 
     if s.ulp_dtype is not None:
+        quick = None
+        if shortcuts and finite is None:
+            quick = _ulp_same_sign(ac, ec, s, count, ws)
+        if quick is not None:
+            irow[_I["ulp_max"]], irow[_I["ulp_nonzero"]], ulp_over = quick
+            if ulp_over is not None:
+                irow[_I["ulp_over"]] = ulp_over
+            return
         ud = _ulp_distance(ac, ec, s.ulp_dtype, ws)
         if finite is not None:
             ud[~finite] = 0
@@ -477,19 +507,110 @@ def _block_stats_quiet(
             irow[_I["ulp_over"]] = np.count_nonzero(ud > s.max_ulp)
 
 
+def _relative_maxima(
+    a64: np.ndarray,
+    ae: np.ndarray,
+    d: np.ndarray,
+    rel: np.ndarray,
+    s: _Settings,
+    frow: np.ndarray,
+    ws: _Workspace,
+    shortcuts: bool,
+) -> None:
+    """max d / (|e| + eps) and max d / (max(|a|, |e|) + eps) of a block (``rel`` holds the
+    first quotient of every element and is overwritten).
+
+    The symmetric quotient of an element never exceeds its plain one (same numerator, a
+    denominator at least as large, rounding being monotonic). So once one element's symmetric
+    quotient is known, only the elements whose plain quotient reaches it can hold the largest
+    symmetric one: the rest of the block needs one comparison, not five passes.
+    """
+    n = d.size
+    if shortcuts:
+        top = int(np.argmax(rel))
+        largest = rel[top]
+        if largest == largest:  # no 0/0 in the block: argmax found the maximum fmax would
+            frow[_F["max_rel"]] = max(largest, 0.0)
+            # The symmetric quotient of the element of largest plain quotient, by the same
+            # operations as below: a value the largest symmetric quotient reaches.
+            bound = d[top] / (max(abs(a64[top]), ae[top]) + s.rel_eps)
+            picked = np.flatnonzero(np.greater_equal(rel, bound, out=ws.m1[:n]))
+            if bound == bound and picked.size * 8 < n:
+                denominator = np.abs(a64[picked])
+                np.maximum(denominator, ae[picked], out=denominator)
+                denominator += s.rel_eps
+                symmetric = np.divide(d[picked], denominator, out=denominator)
+                frow[_F["max_rel_symmetric"]] = max(np.fmax.reduce(symmetric), 0.0)
+                return
+        else:
+            frow[_F["max_rel"]] = max(np.fmax.reduce(rel), 0.0)
+    else:
+        frow[_F["max_rel"]] = max(np.fmax.reduce(rel), 0.0)
+    t1 = rel
+    np.abs(a64, out=t1)
+    np.maximum(t1, ae, out=t1)
+    t1 += s.rel_eps
+    np.divide(d, t1, out=t1)
+    frow[_F["max_rel_symmetric"]] = max(np.fmax.reduce(t1), 0.0)
+
+
+def _ulp_same_sign(
+    ac: np.ndarray, ec: np.ndarray, s: _Settings, differing: int | None, ws: _Workspace
+) -> tuple[int, int, int | None] | None:
+    """(ulp_max, ulp_nonzero, ulp_over) of a finite block where no pair differs in its sign bit,
+    else None.
+
+    With equal sign bits the order-preserving map of :func:`_ordered` is the bit pattern itself
+    (or its negation, for both negative), so the ULP distance is the difference of the bit
+    patterns, which fits the float's own integer width. When the ULP dtype is both sides' own,
+    the elements a ULP apart are exactly those that differ (``differing``, already counted).
+    """
+    ulp_dtype = s.ulp_dtype
+    assert ulp_dtype is not None
+    if _grid_rank(ulp_dtype) is not None:
+        return None
+    n = ac.size
+    itype = _INT_VIEW[ulp_dtype.itemsize]
+    xa = ac if ac.dtype == ulp_dtype else ac.astype(ulp_dtype)
+    xe = ec if ec.dtype == ulp_dtype else ec.astype(ulp_dtype)
+    ia, ie = xa.view(itype), xe.view(itype)
+    gap = ws.i3.view(itype)[:n]
+    np.bitwise_xor(ia, ie, out=gap)
+    if gap.min() < 0:
+        return None
+    np.subtract(ia, ie, out=gap)
+    np.abs(gap, out=gap)
+    ulp_max = int(gap.max())
+    if ulp_max == 0:
+        nonzero = 0
+    elif differing is not None and ac.dtype == ulp_dtype and ec.dtype == ulp_dtype:
+        nonzero = differing
+    else:
+        nonzero = int(np.count_nonzero(gap))
+    over = None
+    if s.max_ulp is not None:
+        over = 0 if ulp_max <= s.max_ulp else int(np.count_nonzero(gap > s.max_ulp))
+    return ulp_max, nonzero, over
+
+
 def _difference_sums(
     a64: np.ndarray,
     e64: np.ndarray,
     d: np.ndarray,
+    sd: np.ndarray | None,
     t1: np.ndarray,
     t2: np.ndarray,
     frow: np.ndarray,
 ) -> None:
-    """sum (a - e)^2 and sum (a - e)(a + e) of a block (non-finite positions zeroed)."""
-    frow[_F["diff_norm_sq"]] = np.multiply(d, d, out=t1).sum()
-    np.subtract(a64, e64, out=t1)
-    np.add(a64, e64, out=t2)
-    frow[_F["norm_sq_gap"]] = np.multiply(t1, t2, out=t1).sum()
+    """sum (a - e)^2 and sum (a - e)(a + e) of a block (non-finite positions zeroed); ``sd`` is
+    a - e when it was kept (floats: |a - e| is its absolute value, so its square is d's)."""
+    if sd is None:
+        frow[_F["diff_norm_sq"]] = np.multiply(d, d, out=t1).sum()
+        sd = np.subtract(a64, e64, out=t2)
+    else:
+        frow[_F["diff_norm_sq"]] = np.multiply(sd, sd, out=t1).sum()
+    np.add(a64, e64, out=t1)
+    frow[_F["norm_sq_gap"]] = np.multiply(sd, t1, out=t1).sum()
 
 
 def _sparse_block_stats(
