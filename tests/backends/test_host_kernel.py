@@ -453,3 +453,185 @@ def test_split_blocks_covers_every_block_once_and_raises_a_share_error(monkeypat
 
     with pytest.raises(ValueError, match="share failed"):
         _numba_kernel.split_blocks(10, fail_late)
+
+
+# The numpy kernel's exact shortcuts (host.SHORTCUTS): same report as the full computation, and a
+# single planted bad element inside a block of otherwise passing data still counted exactly.
+
+SHORTCUT_DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+
+
+def dense_passing(rng, n, dtype):
+    """Data within a few ULPs (magnitudes 0.5 to 4, both signs): every other element one ULP
+    away, so that most elements differ (the dense path, not the sparse one)."""
+    e = (rng.choice([-1.0, 1.0], n) * rng.uniform(0.5, 4, n)).astype(dtype)
+    a = e.copy()
+    bits = a.view(f"u{np.dtype(dtype).itemsize}")
+    bits[::2] += 1  # one ULP further from zero
+    assert np.count_nonzero(a != e) * 8 > n
+    return a, e
+
+
+def eps(dtype):
+    return float(ml_dtypes.finfo(dtype).eps)
+
+
+def both_ways(monkeypatch, actual, expected, tolerance):
+    """The numpy kernel's comparison with and without its shortcuts, and the number of blocks
+    whose ULP statistics came from the bit patterns (the shortcut that has a fallback)."""
+    monkeypatch.setattr(host, "SHORTCUTS", False)
+    slow = host.compare_arrays(actual, expected, tolerance, "x", kernel="numpy")
+    slow_stats = host.host_stats(actual, expected, tolerance, "x", kernel="numpy")[0]
+    monkeypatch.setattr(host, "SHORTCUTS", True)
+    fast_stats = host.host_stats(actual, expected, tolerance, "x", kernel="numpy")[0]
+    # The raw statistics too (the largest excess of a passing output is in no report): repr
+    # writes every float exactly, -0.0 and NaN included.
+    assert repr(fast_stats) == repr(slow_stats)
+    real = host._ulp_same_sign
+    quick = []
+
+    def spy(*args):
+        out = real(*args)
+        quick.append(out is not None)
+        return out
+
+    monkeypatch.setattr(host, "_ulp_same_sign", spy)
+    fast = host.compare_arrays(actual, expected, tolerance, "x", kernel="numpy")
+    # Every field, sums and the cosine included, bit for bit (JSON form: NaN equals itself).
+    assert to_jsonable(fast) == to_jsonable(slow)
+    assert (fast.mean_abs, fast.cosine, fast.one_minus_cosine) == (
+        slow.mean_abs,
+        slow.cosine,
+        slow.one_minus_cosine,
+    )
+    return fast, sum(quick)
+
+
+def shortcut_tolerance(dtype, which):
+    """Bounds in the dtype's own epsilon that one ULP at magnitudes up to 4 passes."""
+    unit = eps(dtype)
+    return [
+        Tolerance(atol=8 * unit, rtol=8 * unit, worst_k=5),
+        Tolerance(atol=8 * unit, rtol=0, max_ulp=2, worst_k=3),
+        Tolerance(atol=0, rtol=2 * unit, rel_eps=0.0, max_ulp=0),
+    ][which]
+
+
+@pytest.mark.parametrize("dtype", SHORTCUT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("which", range(3))
+def test_shortcuts_give_the_full_report_on_passing_data(monkeypatch, dtype, which):
+    rng = np.random.default_rng(21)
+    tol = shortcut_tolerance(dtype, which)
+    a, e = dense_passing(rng, 3 * BLOCK + 123, dtype)
+    out, quick = both_ways(monkeypatch, a, e, tol)
+    assert quick == 4  # every block's ULPs from the bit patterns
+    assert out.mismatches == 0 and out.ulp_max == 1 and out.ulp_nonzero == (out.size + 1) // 2
+    assert out.ulp_over == (
+        None if tol.max_ulp is None else int(tol.max_ulp == 0) * out.ulp_nonzero
+    )
+    assert out.passed == (tol.max_ulp != 0)  # max_ulp = 0 fails on the ULPs alone
+    assert out.worst and out.max_rel > 0 and out.max_rel_symmetric > 0
+
+
+def plant(a, e, where, kind):
+    """One bad (or special) element at ``where``; returns what the report must show."""
+    if kind == "off":
+        a[where] = e[where] + a.dtype.type(1.0)
+        return {"mismatches": 1, "worst": where}
+    if kind == "nan":
+        a[where] = np.nan
+        return {"mismatches": 1, "worst": where, "nan_one_side": 1}
+    if kind == "inf":
+        a[where] = np.inf
+        return {"mismatches": 1, "worst": where, "inf_mismatch": 1}
+    if kind == "same-inf":
+        a[where] = e[where] = -np.inf
+        return {"mismatches": 0, "actual_inf": 1}
+    if kind == "sign":  # one pair of opposite signs: the ULP fallback, and a mismatch
+        e[where] = 0.5
+        a[where] = -0.5
+        return {"mismatches": 1, "worst": where}
+    if kind == "negative-zero":  # -0.0 against 0.0: equal, opposite sign bits
+        a[where], e[where] = -0.0, 0.0
+        return {"mismatches": 0}
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("dtype", SHORTCUT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kind", ["off", "nan", "inf", "same-inf", "sign", "negative-zero"])
+def test_a_planted_element_inside_a_passing_block_counts_exactly(monkeypatch, dtype, kind):
+    rng = np.random.default_rng(22)
+    a, e = dense_passing(rng, 3 * BLOCK + 123, dtype)
+    where = BLOCK + BLOCK // 2 + 7
+    want = plant(a, e, where, kind)
+    out, quick = both_ways(monkeypatch, a, e, shortcut_tolerance(dtype, 0))
+    assert out.mismatches == want["mismatches"]
+    assert out.passed == (want["mismatches"] == 0)
+    if "worst" in want:
+        assert out.worst[0].index == (where,)
+        assert out.worst[0].excess > 0
+    else:
+        assert all(el.excess <= 0 for el in out.worst)
+    nf = out.nonfinite
+    assert nf.nan_one_side == want.get("nan_one_side", 0)
+    assert nf.inf_mismatch == want.get("inf_mismatch", 0)
+    assert nf.actual_inf == want.get("actual_inf", int(kind == "inf"))
+    # The planted block falls back where a shortcut does not hold (a non-finite value, a sign
+    # change); the other three keep it.
+    assert quick == (3 if kind in ("nan", "inf", "same-inf", "sign", "negative-zero") else 4)
+
+
+def test_subnormals_count_in_ulps_with_and_without_shortcuts(monkeypatch):
+    for dtype in (np.float32, np.float64):
+        tiny = np.finfo(dtype).smallest_subnormal
+        rng = np.random.default_rng(23)
+        e = (rng.integers(1, 1000, 2 * BLOCK + 5) * tiny).astype(dtype)
+        a = e.copy()
+        a[1::2] = np.nextafter(e[1::2], dtype(np.inf))  # one ULP up on every other element
+        a[BLOCK + 4] = e[BLOCK + 4] + dtype(5 * tiny)  # an even index: one more differs
+        out, quick = both_ways(monkeypatch, a, e, Tolerance(atol=0, rtol=0, max_ulp=1, worst_k=2))
+        assert quick == 3  # three blocks, no sign change
+        assert out.ulp_max == 5 and out.ulp_over == 1
+        assert out.ulp_nonzero == (2 * BLOCK + 5) // 2 + 1
+        assert out.mismatches == out.ulp_nonzero  # atol = rtol = 0: every differing element
+        assert out.worst[0].index == (BLOCK + 4,)
+
+
+def test_equal_elements_never_become_the_worst_with_shortcuts(monkeypatch):
+    # The element of largest excess is an equal one (|e| = 0 gives the smallest bound): the
+    # largest excess among the differing elements comes from the full masked maximum.
+    rng = np.random.default_rng(24)
+    a, e = dense_passing(rng, 2 * BLOCK, np.float32)
+    a[::5] = e[::5] = 0.0
+    tol = shortcut_tolerance(np.float32, 0)
+    d = np.abs(a.astype(np.float64) - e)
+    excess = d - (np.abs(e.astype(np.float64)) * tol.rtol + tol.atol)
+    assert d[np.argmax(excess)] == 0  # the case the shortcut hands to the masked maximum
+    out, _ = both_ways(monkeypatch, a, e, tol)
+    assert out.passed and all(el.abs_diff > 0 for el in out.worst)
+    assert out.worst[0].excess == excess[d > 0].max()
+    assert host.host_stats(a, e, tol, "x", kernel="numpy")[0].max_excess == excess[d > 0].max()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint64, np.bool_])
+def test_integer_and_bool_blocks_with_one_planted_element(monkeypatch, dtype):
+    rng = np.random.default_rng(25)
+    n = 2 * BLOCK + 31
+    if dtype is np.bool_:
+        e = rng.random(n) > 0.5
+        a = e.copy()
+        a[BLOCK + 9] ^= True
+        tol = Tolerance(atol=5.0)  # ignored for bool outputs
+    else:
+        info = np.iinfo(dtype)
+        e = rng.integers(info.min // 2, info.max // 2, n, dtype=dtype)
+        a = e + (rng.integers(0, 2, n) * (1 if dtype is not np.uint64 else 1)).astype(dtype)
+        a[BLOCK + 9] = info.max
+        e[BLOCK + 9] = info.min
+        tol = Tolerance(atol=1, rtol=0)
+    out, _ = both_ways(monkeypatch, a, e, tol)
+    assert out.mismatches == 1 and not out.passed
+    assert out.worst[0].index == (BLOCK + 9,)
+    a[BLOCK + 9] = e[BLOCK + 9]
+    out, _ = both_ways(monkeypatch, a, e, tol)
+    assert out.passed and out.mismatches == 0
