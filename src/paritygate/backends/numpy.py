@@ -345,6 +345,8 @@ class _Settings:
     max_ulp: int | None
     ulp_dtype: np.dtype | None
     mode: str
+    # The ULP dtype's bit patterns order like sign-magnitude integers (no rank table needed).
+    ulp_bits: bool = False
 
 
 def _block_stats(
@@ -566,8 +568,7 @@ def _ulp_same_sign(
     the elements a ULP apart are exactly those that differ (``differing``, already counted).
     """
     ulp_dtype = s.ulp_dtype
-    assert ulp_dtype is not None
-    if _grid_rank(ulp_dtype) is not None:
+    if ulp_dtype is None or not s.ulp_bits:
         return None
     n = ac.size
     itype = _INT_VIEW[ulp_dtype.itemsize]
@@ -734,14 +735,16 @@ def kernel_choice(kernel: str | None, size: int, pair_supported: bool) -> str:
 
 
 def _settings(pair: _Pair, tolerance: Tolerance) -> _Settings:
+    ulp = _np_dtype(pair.ulp_dtype) if pair.ulp_dtype else None
     return _Settings(
         atol=0.0 if pair.exact else float(tolerance.atol),
         rtol=0.0 if pair.exact else float(tolerance.rtol),
         rel_eps=float(tolerance.rel_eps),
         equal_nan=bool(tolerance.equal_nan),
         max_ulp=tolerance.max_ulp,
-        ulp_dtype=_np_dtype(pair.ulp_dtype) if pair.ulp_dtype else None,
+        ulp_dtype=ulp,
         mode=pair.mode,
+        ulp_bits=ulp is not None and _grid_rank(ulp) is None,
     )
 
 
