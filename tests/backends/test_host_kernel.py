@@ -635,3 +635,20 @@ def test_integer_and_bool_blocks_with_one_planted_element(monkeypatch, dtype):
     a[BLOCK + 9] = e[BLOCK + 9]
     out, _ = both_ways(monkeypatch, a, e, tol)
     assert out.passed and out.mismatches == 0
+
+
+@pytest.mark.parametrize(
+    "dtype, bits",
+    [(ml_dtypes.float8_e4m3fn, True), (ml_dtypes.float8_e4m3fnuz, False)],
+    ids=["float8_e4m3fn", "float8_e4m3fnuz"],
+)
+def test_float8_ulps_with_and_without_shortcuts(monkeypatch, dtype, bits):
+    # e4m3fn orders like sign-magnitude integers (the bit-pattern shortcut); e4m3fnuz has no
+    # negative zero, so its ULPs always come from the rank table.
+    rng = np.random.default_rng(26)
+    a, e = dense_passing(rng, 2 * BLOCK + 1, dtype)
+    a[BLOCK + 3] = e[BLOCK + 3] * dtype(2)  # 8 ULPs (3 mantissa bits) at magnitudes 0.5 to 4
+    out, quick = both_ways(monkeypatch, a, e, Tolerance(atol=4, rtol=0, max_ulp=1, worst_k=2))
+    assert quick == (3 if bits else 0)
+    assert out.ulp_max == 8 and out.ulp_over == 1 and out.ulp_nonzero == BLOCK + 2
+    assert out.mismatches == 0 and not out.passed  # within atol, beyond max_ulp
