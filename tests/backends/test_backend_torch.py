@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pytest
@@ -206,7 +207,7 @@ def cuda_available() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
-@pytest.mark.parametrize("kernel", ["auto", "chunked"])
+@pytest.mark.parametrize("kernel", ["auto", "triton-fused", "chunked"])
 def test_cuda_agrees_with_reference_and_stays_on_device(monkeypatch, kernel):
     """CUDA tensors, fused (Triton, where installed) and chunked: the host's numbers, on device."""
     monkeypatch.setenv(torch_backend.KERNEL_ENV, kernel)
@@ -353,7 +354,7 @@ needs_triton = pytest.mark.skipif(
 _INTERPRETED = """
 import os, sys, json, traceback
 os.environ["TRITON_INTERPRET"] = "1"
-os.environ["PARITYGATE_TORCH_KERNEL"] = "triton"
+os.environ["PARITYGATE_TORCH_KERNEL"] = {kernel!r}
 TESTS = {tests!r}
 sys.path.insert(0, TESTS)
 import numpy as np, torch
@@ -366,6 +367,9 @@ _triton.supports = lambda a, e, p: (
     p.size > 0 and p.dtype_actual in FLOATS and p.dtype_expected in FLOATS
 )
 _triton.BLOCK, _triton.TILE = 1 << 12, 1 << 9
+# split: tiles of 512 rows x VEC elements (1 or 2 per block), the exact pass in one step
+_triton.SPLIT_BLOCK, _triton.SPLIT_WARPS, _triton.SPLIT_ROWS = 1 << 12, 4, 4
+_triton.EXACT_TILE, _triton.EXACT_PROGRAMS = 1 << 12, 3
 
 def to_torch(x):
     if x.dtype.name == "bfloat16":
@@ -378,7 +382,7 @@ print("RESULT=" + json.dumps(out))
 """
 
 
-def run_interpreted(body: str) -> dict:
+def run_interpreted(body: str, kernel: str = "triton") -> dict:
     import json
     import os
     import subprocess
@@ -386,15 +390,19 @@ def run_interpreted(body: str) -> dict:
     import textwrap
 
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = _INTERPRETED.format(tests=tests, body=textwrap.dedent(body))
+    code = _INTERPRETED.format(tests=tests, kernel=kernel, body=textwrap.dedent(body))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT="))
     return json.loads(line[len("RESULT=") :])
 
 
+TRITON_VARIANTS = ["triton", "triton-fused"]  # split (the default), the former single kernel
+
+
 @needs_triton
-def test_triton_kernel_agrees_with_the_host():
+@pytest.mark.parametrize("kernel", TRITON_VARIANTS)
+def test_triton_kernel_agrees_with_the_host(kernel):
     """Float32 arithmetic with float64 lane sums: counts, ULPs, failures and worst elements as
     on the host, every float within 1e-6; blocks with a NaN or an infinity take the exact pass.
     A planted fault (the count of finite mismatches dropped) is caught by the same check."""
@@ -434,7 +442,8 @@ def test_triton_kernel_agrees_with_the_host():
             out["planted fault"] = "not caught"
         except AssertionError as exc:
             out["planted fault"] = str(exc)[:300]
-        """
+        """,
+        kernel,
     )
     planted = out.pop("planted fault")
     assert planted.startswith("passed") or planted.startswith("mismatches"), planted
@@ -442,10 +451,12 @@ def test_triton_kernel_agrees_with_the_host():
 
 
 @needs_triton
-def test_triton_decisions_at_the_bound_are_exact():
+@pytest.mark.parametrize("kernel", TRITON_VARIANTS)
+def test_triton_decisions_at_the_bound_are_exact(kernel):
     """Elements within float32 rounding of atol + rtol |e| are decided in float64 by the exact
-    pass, as the host decides them; without that pass (NEAR = 0) the float32 decisions of some
-    differ and the mismatch count is wrong."""
+    pass, as the host decides them; without that pass (NEAR = 0, and the split kernels' float32
+    bounds rounded to nearest instead of outward) the float32 decisions of some differ and the
+    mismatch count is wrong."""
     out = run_interpreted(
         """
         rng = np.random.default_rng(7)
@@ -457,9 +468,13 @@ def test_triton_decisions_at_the_bound_are_exact():
         out["host"] = ref.mismatches
         for near in (_triton.NEAR, 0.0):
             _triton.NEAR = near
+            if near == 0:
+                # no band left: the split kernels' float32 constants rounded to nearest, not outward
+                _triton._float32_above = _triton._float32_below = lambda x: float(np.float32(x))
             got = torch_backend.compare_arrays(torch.from_numpy(a), torch.from_numpy(e), tol, "x")
             out[str(near)] = got.mismatches
-        """
+        """,
+        kernel,
     )
     assert 0 < out["host"] < 1 << 14, out  # a real split at the bound
     assert out["1e-06"] == out["host"], out
@@ -484,3 +499,135 @@ def test_triton_one_minus_cosine_within_the_float32_bound():
     )
     bound = out.pop("bound")
     assert len(out) == 5 and max(out.values()) <= bound, out
+
+
+def split_blocks(B: int) -> tuple:
+    """Six blocks of B float32 elements for the split variant: 0 clean (with a sign flip 2**31
+    ULP apart: the unsigned distance), 1 a NaN, 2 an element past the bound by less than NEAR
+    (relative), 3 a float32 overflow of a - e, 4 values whose squares underflow float32, 5 the
+    partial last block. Returns (actual, expected, tolerance, relative distance of block 2's
+    element past its bound)."""
+    rng = np.random.default_rng(5)
+    e = rng.standard_normal(5 * B + 1000).astype(np.float32)
+    a = (e + rng.standard_normal(e.size).astype(np.float32) * 1e-3).astype(np.float32)
+    tol = Tolerance(atol=1e-2, rtol=1e-3, max_ulp=4)
+    a[3], e[3] = 2.0, -2.0
+    a[B + 7] = np.nan
+    e[2 * B + 9] = 2.0**-10
+    bound = np.abs(np.float64(e[2 * B + 9])) * tol.rtol + tol.atol  # the host's operations
+    x = np.float32(np.float64(e[2 * B + 9]) + bound)
+    while not np.float64(x) - np.float64(e[2 * B + 9]) > bound:
+        x = np.nextafter(x, np.float32(1))
+    a[2 * B + 9] = x
+    near = (np.float64(x) - np.float64(e[2 * B + 9]) - bound) / bound
+    a[3 * B + 1], e[3 * B + 1] = 3e38, -3e38
+    a[4 * B : 5 * B] *= 1e-30
+    e[4 * B : 5 * B] *= 1e-30
+    return a, e, tol, float(near)
+
+
+def _split_setup() -> str:
+    """The interpreted tests' data: split_blocks at the interpreted block size, and a verdict."""
+    import inspect
+
+    return inspect.getsource(split_blocks) + textwrap.dedent(
+        """
+        a, e, tol, near = split_blocks(_triton.SPLIT_BLOCK)
+        ref = reference(a, e, tol)
+
+        def verdict(result):
+            try:
+                check(result, ref, rel=1e-6, cosine_abs=1e-9)
+                return "ok"
+            except AssertionError as exc:
+                return str(exc)[:300]
+        """
+    )
+
+
+@needs_triton
+def test_triton_split_recomputes_flagged_blocks_exactly():
+    """The fast pass flags exactly the blocks float32 cannot decide (a NaN, a decision within
+    NEAR of the bound, a float32 overflow, squares lost to underflow, the partial last block);
+    the exact pass recomputes them and the report equals the host's."""
+    out = run_interpreted(
+        _split_setup()
+        + textwrap.dedent(
+            """
+        real = _triton._exact_pass
+        seen = []
+        def spy(a_, e_, p, tol_, ids, nflag, *rest):
+            seen.append(sorted(ids[: int(nflag[0])].tolist()))
+            return real(a_, e_, p, tol_, ids, nflag, *rest)
+        _triton._exact_pass = spy
+        out["near"] = near
+        out["verdict"] = verdict(torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, "x"))
+        out["flagged"] = seen
+        out["mismatches"] = int(ref.mismatches)
+        """
+        )
+    )
+    assert 0 < out["near"] < 1e-6, out  # the planted decision is one float32 cannot make
+    assert out["flagged"] == [[1, 2, 3, 4, 5]], out
+    assert out["mismatches"] >= 3 and out["verdict"] == "ok", out
+
+
+@needs_triton
+def test_triton_split_dropped_flags_are_caught():
+    """Planted faults: without the exact launch, or with one flagged block (the decision within
+    NEAR of the bound) left out of it, the report differs from the host's and the check says
+    where."""
+    out = run_interpreted(
+        _split_setup()
+        + textwrap.dedent(
+            """
+        real = _triton._exact_pass
+        _triton._exact_pass = lambda *args: None
+        out["no exact launch"] = verdict(
+            torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, "x")
+        )
+        def drop_block_2(a_, e_, p, tol_, ids, nflag, *rest):
+            keep = [i for i in ids[: int(nflag[0])].tolist() if i != 2]
+            ids[: len(keep)] = torch.tensor(keep, dtype=ids.dtype)
+            nflag[0] = len(keep)
+            return real(a_, e_, p, tol_, ids, nflag, *rest)
+        _triton._exact_pass = drop_block_2
+        out["block 2 dropped"] = verdict(
+            torch_backend.compare_arrays(to_torch(a), to_torch(e), tol, "x")
+        )
+        """
+        )
+    )
+    assert out["no exact launch"] != "ok", out
+    assert out["block 2 dropped"].startswith("mismatches: "), out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
+def test_cuda_split_recomputes_flagged_blocks_exactly(monkeypatch):
+    """The split kernels as compiled for the GPU (fused multiply-adds, the approximate division):
+    the same six blocks at the production block size are flagged and recomputed, and the report
+    equals the host's; without the exact launch it does not."""
+    from paritygate.backends import _device, _triton
+
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, "triton")
+    probe = np.zeros(1, np.float32)
+    block = _triton.block_size(_device.plan(probe.shape, probe.shape, "float32", "float32", "x"))
+    a, e, tol, near = split_blocks(block)
+    assert 0 < near < _triton.NEAR
+    ref = reference(a, e, tol)
+    real = _triton._exact_pass
+    seen = []
+
+    def spy(a_, e_, p, tol_, ids, nflag, *rest):
+        seen.append(sorted(ids[: int(nflag[0])].tolist()))
+        return real(a_, e_, p, tol_, ids, nflag, *rest)
+
+    monkeypatch.setattr(_triton, "_exact_pass", spy)
+    result = torch_backend.compare_arrays(to_torch(a).cuda(), to_torch(e).cuda(), tol, "x")
+    assert seen == [[1, 2, 3, 4, 5]]
+    check(result, ref, rel=1e-6, cosine_abs=1e-9)
+    monkeypatch.setattr(_triton, "_exact_pass", lambda *args: None)
+    dropped = torch_backend.compare_arrays(to_torch(a).cuda(), to_torch(e).cuda(), tol, "x")
+    with pytest.raises(AssertionError):
+        check(dropped, ref, rel=1e-6, cosine_abs=1e-9)

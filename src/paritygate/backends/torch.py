@@ -25,8 +25,10 @@ A numpy array on the other side is moved to the tensor's device one chunk at a t
 
 Two contiguous CUDA tensors of bfloat16 / float16 / float32 take a fused Triton kernel when Triton
 is installed (:mod:`paritygate.backends._triton`): one pass over both tensors, the same
-definitions, the same single transfer. ``PARITYGATE_TORCH_KERNEL=chunked`` forces the chunked
-path (``triton`` demands the kernel).
+definitions, the same single transfer. ``PARITYGATE_TORCH_KERNEL`` picks the path: ``auto`` (the
+default: the split Triton kernels where they apply, else the chunked path), ``triton`` (demands
+the split kernels: a float32 pass, then float64 over the blocks it flags), ``triton-fused``
+(demands the former single kernel, its float64 pass a branch inside it) or ``chunked``.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ name = "torch"
 CHUNK_CPU = 1 << 18  # 256 Ki elements: float64 temporaries of 2 MiB, cache-friendly on the host
 CHUNK_DEVICE = 1 << 22  # 4 Mi elements: ~15 float64 temporaries stay well under 1 GiB
 
-KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | chunked | triton
+KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | triton | triton-fused | chunked
+KERNEL_CHOICES = ("auto", "triton", "triton-fused", "chunked")
 
 
 def _torch() -> Any:
@@ -293,8 +296,9 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         return _compare_complex(actual, expected, side_a, side_e, tolerance, path)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     ktol = kernel_tolerance(p, tolerance)
-    if _use_triton(actual, expected, p):
-        stats_vec, worst = _reduce_triton(actual, expected, p, ktol)
+    variant = _triton_variant(actual, expected, p)
+    if variant is not None:
+        stats_vec, worst = _reduce_triton(actual, expected, p, ktol, variant)
     else:
         stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
     stats = raw_stats(p, *split_stats(stats_vec, worst), ktol)
@@ -334,27 +338,31 @@ def _compare_complex(
     return result
 
 
-def _use_triton(actual: Any, expected: Any, p: Any) -> bool:
-    """The fused kernel for float CUDA tensors, unless PARITYGATE_TORCH_KERNEL=chunked."""
+def _triton_variant(actual: Any, expected: Any, p: Any) -> str | None:
+    """The Triton variant for float CUDA tensors (None: the chunked path), by
+    PARITYGATE_TORCH_KERNEL."""
     import os
 
     choice = os.environ.get(KERNEL_ENV, "auto").lower()
-    if choice not in ("auto", "chunked", "triton"):
-        raise InputError(f"{KERNEL_ENV} must be auto, chunked or triton, got {choice!r}")
+    if choice not in KERNEL_CHOICES:
+        raise InputError(f"{KERNEL_ENV} must be one of {', '.join(KERNEL_CHOICES)}, got {choice!r}")
     if choice == "chunked":
-        return False
+        return None
     from . import _triton
 
-    if choice == "triton" and not _triton.supports(actual, expected, p):
+    supported = _triton.supports(actual, expected, p)
+    if choice != "auto" and not supported:
         raise InputError(
-            f"{KERNEL_ENV}=triton needs Triton and two contiguous CUDA tensors of bfloat16, "
+            f"{KERNEL_ENV}={choice} needs Triton and two contiguous CUDA tensors of bfloat16, "
             "float16 or float32",
             where=p.path or None,
         )
-    return _triton.supports(actual, expected, p)
+    if not supported:
+        return None
+    return "fused" if choice == "triton-fused" else "split"
 
 
-def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance) -> tuple:
+def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance, variant: str) -> tuple:
     torch = _torch()
     from . import _triton
 
@@ -364,7 +372,9 @@ def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance) -> tuple:
         return _chunk_stats(a, e, p, tol, acc, k, True)[1]
 
     with torch.no_grad():
-        parts, kk = _triton.reduce(actual.detach(), expected.detach(), p, tol, acc, revisit)
+        parts, kk = _triton.reduce(
+            actual.detach(), expected.detach(), p, tol, acc, revisit, variant
+        )
         # The single device-to-host transfer (and the single synchronization) of the comparison.
         host = torch.cat([x.to(acc).reshape(-1) for x in parts]).cpu().numpy()
     return host, kk
