@@ -2,10 +2,11 @@
 
 torch (CUDA): two 4 GiB bfloat16 tensors (2**31 elements each).
   anchors: one read of both tensors (``x.sum(); y.sum()``), torch.testing.assert_close passing and
-  failing; paritygate's torch backend (fused Triton kernel, and the chunked torch path) passing
-  and failing. For each: median time, extra device memory (max_memory_allocated delta), and the
-  largest number of elements any ``.cpu()`` / ``.numpy()`` / ``__array__`` / ``__dlpack__`` call
-  moved to the host (intercepted).
+  failing; paritygate's torch backend passing and failing, each path in the same run
+  (``PARITYGATE_TORCH_KERNEL``): ``triton`` (the split kernels, the default), ``triton-fused``
+  (the former single kernel) and ``chunked``. For each: median time, extra device memory
+  (max_memory_allocated delta), and the largest number of elements any ``.cpu()`` /
+  ``.numpy()`` / ``__array__`` / ``__dlpack__`` call moved to the host (intercepted).
 MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1-D arrays of
   2**31 elements): one read of both, and paritygate's MLX backend passing and failing (time and
   MLX peak memory above the inputs); then the float32 arithmetic against the host engine on a
@@ -19,7 +20,10 @@ JAX (GPU, without x64): two 4 GiB bfloat16 arrays (2**31 elements each).
   the whole arrays at once).
 
 Usage: python benchmarks/bench_compare_gpu.py torch|jax|mlx [--tune] [--json OUT.json]
-Prints one line per measurement and the ratios to one read of both arrays.
+       python benchmarks/bench_compare_gpu.py torch [--kernels triton,triton-fused] [--log2-size N]
+       python benchmarks/bench_compare_gpu.py torch --resources   (registers for sm_90, no GPU)
+       TRITON_INTERPRET=1 python benchmarks/bench_compare_gpu.py torch --interpret --log2-size 14
+Prints one line per measurement and the ratios to one read of both arrays (torch: and a table).
 """
 
 from __future__ import annotations
@@ -29,22 +33,46 @@ import json
 import statistics
 import time
 
+TORCH_KERNELS = ("triton", "triton-fused", "chunked")
 
-def bench_torch(reps: int, tune: bool) -> dict:
+
+def bench_torch(
+    reps: int,
+    tune: bool,
+    log2_size: int = 31,
+    kernels: tuple = TORCH_KERNELS,
+    interpret: bool = False,
+) -> dict:
+    """The torch rows. ``interpret``: CPU tensors through Triton's interpreter (a dry run of the
+    script on a machine without a GPU: the times mean nothing)."""
     import os
 
     import torch
 
+    from paritygate.backends import _triton
     from paritygate.backends import torch as torch_backend
     from paritygate.results import Tolerance
 
-    dev = torch.device("cuda")
-    n = 1 << 31
+    if interpret:
+        dev = torch.device("cpu")
+        floats = _triton.FLOAT_INPUTS
+        _triton.supports = lambda a, e, p: (
+            p.size > 0 and p.dtype_actual in floats and p.dtype_expected in floats
+        )
+        sync = reset_peak = lambda: None  # noqa: E731
+        allocated = max_allocated = lambda: 0  # noqa: E731
+    else:
+        dev = torch.device("cuda")
+        sync = torch.cuda.synchronize
+        reset_peak = torch.cuda.reset_peak_memory_stats
+        allocated, max_allocated = torch.cuda.memory_allocated, torch.cuda.max_memory_allocated
+    n = 1 << log2_size
     x = torch.randn(n, device=dev, dtype=torch.bfloat16)
     x2 = x.clone()
     y = x + (torch.randn(n, device=dev, dtype=torch.bfloat16) * 0.01)
-    torch.cuda.synchronize()
-    out: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "elements": n}
+    sync()
+    name = "cpu (Triton interpreter)" if interpret else torch.cuda.get_device_name()
+    out: dict = {"device": name, "torch": torch.__version__, "elements": n}
 
     moved = []
 
@@ -61,17 +89,17 @@ def bench_torch(reps: int, tune: bool) -> dict:
     def timed(fn, warm: int = 2, reps: int = reps) -> tuple[float, int]:
         for _ in range(warm):
             fn()
-        torch.cuda.synchronize()
+        sync()
         times = []
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
+        reset_peak()
+        before = allocated()
         for _ in range(reps):
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             fn()
-            torch.cuda.synchronize()
+            sync()
             times.append(time.perf_counter() - t0)
-        extra = torch.cuda.max_memory_allocated() - before
+        extra = max_allocated() - before
         return statistics.median(times) * 1e3, extra
 
     def read():
@@ -98,38 +126,33 @@ def bench_torch(reps: int, tune: bool) -> dict:
 
     tol = Tolerance(atol=1e-3, max_ulp=0, min_cosine=0.999)
     if tune:
-        # Launch shapes of the fused kernel, timed on the failing pair; the fastest is kept.
-        from paritygate.backends import _triton
-
+        # Launch shapes of the split kernel, timed on the failing pair; the fastest is kept.
+        # (rows of 16 bytes; a block is at most 32 tiles: each lane adds at most 32 float32 terms)
         os.environ["PARITYGATE_TORCH_KERNEL"] = "triton"
-        # (BLOCK / TILE, the float32 terms each lane adds, stays at 32 or below: the sums' bound)
-        configs = [
-            (1 << 14, 1 << 9, 4),
-            (1 << 14, 1 << 10, 8),
-            (1 << 13, 1 << 10, 4),
-            (1 << 15, 1 << 11, 8),
-        ]
+        configs = [(1 << 15, 4, 1), (1 << 15, 8, 1), (1 << 15, 4, 2), (1 << 14, 4, 1)]
         timings = {}
-        for block, tile, warps in configs:
-            _triton.BLOCK, _triton.TILE, _triton.NUM_WARPS = block, tile, warps
+        for block, warps, rows in configs:
+            _triton.SPLIT_BLOCK, _triton.SPLIT_WARPS, _triton.SPLIT_ROWS = block, warps, rows
+            key = f"tune_block{block}_warps{warps}_rows{rows}"
             try:
                 ms, _ = timed(lambda: torch_backend.compare_arrays(y, x, tol, "x"), warm=1, reps=3)
             except Exception as exc:
-                out[f"tune_{block}_{tile}_{warps}_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                out[key + "_error"] = f"{type(exc).__name__}: {exc}"[:500]
                 continue
-            timings[(block, tile, warps)] = ms
-            out[f"tune_block{block}_tile{tile}_warps{warps}_ms"] = ms
+            timings[(block, warps, rows)] = ms
+            out[key + "_ms"] = ms
         if timings:
             best = min(timings, key=timings.get)
-            _triton.BLOCK, _triton.TILE, _triton.NUM_WARPS = best
-            out["triton_config"] = {"BLOCK": best[0], "TILE": best[1], "NUM_WARPS": best[2]}
+            _triton.SPLIT_BLOCK, _triton.SPLIT_WARPS, _triton.SPLIT_ROWS = best
+            out["split_config"] = {"SPLIT_BLOCK": best[0], "SPLIT_WARPS": best[1], "ROWS": best[2]}
         os.environ.pop("PARITYGATE_TORCH_KERNEL")
 
     intercept()
     results = {}
 
-    for kernel in ("triton", "chunked"):
+    for kernel in kernels:
         os.environ["PARITYGATE_TORCH_KERNEL"] = kernel
+        fast = kernel != "chunked"
         for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
             moved.clear()
             holder = {}
@@ -137,45 +160,160 @@ def bench_torch(reps: int, tune: bool) -> dict:
             def run(a=a, e=e, holder=holder):
                 holder["r"] = torch_backend.compare_arrays(a, e, tol, "x")
 
-            k_reps = reps if kernel == "triton" else 1
+            k_reps = reps if fast else 1
             key = f"paritygate_{kernel}_{case}"
             try:
-                ms, extra = timed(run, warm=2 if kernel == "triton" else 1, reps=k_reps)
-            except Exception as exc:  # report and go on with the other path
+                ms, extra = timed(run, warm=2 if fast else 1, reps=k_reps)
+            except Exception as exc:  # report and go on with the other paths
                 out[key + "_error"] = f"{type(exc).__name__}: {exc}"[:2000]
                 continue
             r = holder["r"]
             out[key + "_ms"] = ms
             out[key + "_extra_bytes"] = extra
             out[key + "_max_elements_to_host"] = max(moved) if moved else 0
-            out[key + "_calls_to_host_per_run"] = len(moved) / (
-                k_reps + (2 if kernel == "triton" else 1)
-            )
+            out[key + "_calls_to_host_per_run"] = len(moved) / (k_reps + (2 if fast else 1))
             results[key] = r
         os.environ.pop("PARITYGATE_TORCH_KERNEL")
-    if "paritygate_triton_fail" not in results or "paritygate_chunked_fail" not in results:
-        return out
-    t, c = results["paritygate_triton_fail"], results["paritygate_chunked_fail"]
-    out["fail_mismatches"] = t.mismatches
-    out["fail_failures"] = [f.metric for f in t.failures]
-    out["fail_cosine"] = t.cosine
-    # Counts, ULPs, max_abs and the worst elements exactly; the Triton kernel's float32 sums
-    # within its float32 bound (the chunked path sums in float64).
-    out["kernels_agree"] = (
-        t.mismatches == c.mismatches
-        and t.ulp_max == c.ulp_max
-        and t.ulp_nonzero == c.ulp_nonzero
-        and t.max_abs == c.max_abs
-        and abs(t.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
-        and abs(t.one_minus_cosine - c.one_minus_cosine) <= 2e-6 * c.one_minus_cosine
-        and [w.excess for w in t.worst] == [w.excess for w in c.worst]
-    )
-    out["mean_abs_rel_diff"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
-    out["one_minus_cosine_rel_diff"] = (
-        abs(t.one_minus_cosine - c.one_minus_cosine) / c.one_minus_cosine
-    )
-    out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
+    if "paritygate_triton_fail" in results:
+        t = results["paritygate_triton_fail"]
+        out["fail_mismatches"] = t.mismatches
+        out["fail_failures"] = [f.metric for f in t.failures]
+        out["fail_cosine"] = t.cosine
+        out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
+    for other in ("triton-fused", "chunked"):
+        if "paritygate_triton_fail" not in results or f"paritygate_{other}_fail" not in results:
+            continue
+        t, c = results["paritygate_triton_fail"], results[f"paritygate_{other}_fail"]
+        # Counts, ULPs, max_abs and the worst elements exactly; the float32 sums within the float32
+        # bound (the chunked path sums in float64).
+        out[f"agrees_with_{other}"] = (
+            t.mismatches == c.mismatches
+            and t.ulp_max == c.ulp_max
+            and t.ulp_nonzero == c.ulp_nonzero
+            and t.ulp_over == c.ulp_over
+            and t.nonfinite == c.nonfinite
+            and t.max_abs == c.max_abs
+            and abs(t.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
+            and abs(t.one_minus_cosine - c.one_minus_cosine) <= 2e-6 * c.one_minus_cosine
+            and [(w.index, w.excess) for w in t.worst] == [(w.index, w.excess) for w in c.worst]
+        )
+        out[f"mean_abs_rel_diff_{other}"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
     return out
+
+
+def triton_resources() -> dict:
+    """Registers, stack (spills) and instruction counts of the Triton kernels compiled for an H200
+    (sm_90) at the benchmark's settings (bfloat16, atol only, max_ulp): needs Triton's own ptxas,
+    cuobjdump and nvdisasm, not a GPU."""
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from paritygate.backends import _triton as T
+
+    bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+    def build(fn, sig: dict, consts: dict, warps: int, fusion: bool = True) -> str:
+        signature = dict(sig, **{k: "constexpr" for k in consts})
+        attrs = {
+            (i,): [["tt.divisibility", 16]]
+            for i, (k, v) in enumerate(signature.items())
+            if v.startswith("*") or k == "n"
+        }
+        src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
+        options = {"num_warps": warps, "enable_fp_fusion": fusion}
+        c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "k.cubin")
+            with open(path, "wb") as fh:
+                fh.write(c.asm["cubin"])
+            usage = subprocess.run(
+                [os.path.join(bindir, "cuobjdump"), "--dump-resource-usage", path],
+                capture_output=True,
+                text=True,
+            ).stdout
+            sass = subprocess.run(
+                [os.path.join(bindir, "nvdisasm"), "-c", path], capture_output=True, text=True
+            ).stdout
+        m = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+        count = sum(1 for line in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line))
+        return f"{m.group(1)} registers, stack {m.group(2)}, {count} instructions" if m else usage
+
+    ulp = dict(ULP_DT=tl.bfloat16, ULP_INT=tl.int16, ULP_MASK=0x7FFF, HAS_MAX_ULP=True)
+    ptr = {"a_ptr": "*bf16", "e_ptr": "*bf16", "n": "i64"}
+    out = {}
+    fused = dict(
+        ulp,
+        BLOCK=T.BLOCK,
+        TILE=T.TILE,
+        COMPUTE=tl.float32,
+        MAXF=3.4028234663852886e38,
+        ULP_WIDE=tl.int32,
+        EQUAL_NAN=True,
+        RTOL_ZERO=True,
+        NEAR=T.NEAR,
+    )
+    sig = dict(ptr, params_ptr="*fp64", max_ulp="i32", fsum_ptr="*fp64", fmax_ptr="*fp64")
+    sig["cnt_ptr"] = "*i64"
+    out["fused kernel"] = build(T._fused_kernel(), sig, fused, T.NUM_WARPS)
+    fast, exact = T._split_kernels()
+    sig = dict(ptr, params_ptr="*fp32", max_ulp="i32", fsum_ptr="*fp64", fmax_ptr="*fp64")
+    sig.update(cnt_ptr="*i64", ids_ptr="*i32", nflag_ptr="*i32")
+    for warps, rows in ((T.SPLIT_WARPS, T.SPLIT_ROWS), (8, 1), (4, 2)):
+        consts = dict(
+            ulp,
+            BLOCK=min(T.SPLIT_BLOCK, 32 * 32 * warps * rows * 8),
+            ROWS=32 * warps * rows,
+            VEC=8,
+            ULP_BITS=16,
+            RTOL_ZERO=True,
+            REL_EPS_ZERO=False,
+            TINY=T.TINY_SQUARES,
+            FAST_DIV=True,
+        )
+        key = f"split fast kernel, {warps} warps x {rows} rows"
+        out.setdefault(key, build(fast, sig, consts, warps))
+    consts = dict(
+        ulp,
+        BLOCK=T.SPLIT_BLOCK,
+        TILE=T.EXACT_TILE,
+        PROGRAMS=T.EXACT_PROGRAMS,
+        ULP_WIDE=tl.int32,
+        EQUAL_NAN=True,
+    )
+    sig = dict(ptr, params_ptr="*fp64", max_ulp="i32", ids_ptr="*i32", nflag_ptr="*i32")
+    sig.update(fsum_ptr="*fp64", fmax_ptr="*fp64", cnt_ptr="*i64")
+    out["split exact kernel"] = build(exact, sig, consts, T.EXACT_WARPS, fusion=False)
+    return out
+
+
+def torch_table(out: dict) -> str:
+    """The torch rows as a compact table: time, ratio to one read of both, extra memory."""
+    read = out["read_ms"]
+    lines = [f"one read of both ({out['elements']} elements each): {read:.3f} ms"]
+    lines.append(
+        f"{'path':<26}{'pass ms':>11}{'x read':>10}{'fail ms':>11}{'x read':>10}{'MiB':>8}"
+    )
+    rows = [("assert_close", "assert_close_{}")]
+    rows += [(f"paritygate {k}", f"paritygate_{k}_{{}}") for k in TORCH_KERNELS]
+    for label, key in rows:
+        cells = []
+        mib = 0.0
+        for case in ("pass", "fail"):
+            ms = out.get(key.format(case) + "_ms")
+            if ms is None:
+                cells.append(f"{'-':>11}{'-':>10}")
+                continue
+            cells.append(f"{ms:>11.3f}{ms / read:>9.2f}x")
+            mib = max(mib, out.get(key.format(case) + "_extra_bytes", 0) / 2**20)
+        lines.append(f"{label:<26}{''.join(cells)}{mib:>8.1f}")
+    return "\n".join(lines)
 
 
 def bench_jax(reps: int, n: int = 1 << 31) -> dict:
@@ -328,11 +466,37 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", default=None)
     parser.add_argument(
-        "--tune", action="store_true", help="time launch shapes of the fused kernel first"
+        "--tune", action="store_true", help="time launch shapes of the split Triton kernel first"
+    )
+    parser.add_argument(
+        "--log2-size", type=int, default=31, help="torch: 2**N elements per tensor (default 31)"
+    )
+    parser.add_argument(
+        "--kernels",
+        default=",".join(TORCH_KERNELS),
+        help="torch: the paths to time, of " + ", ".join(TORCH_KERNELS),
+    )
+    parser.add_argument(
+        "--interpret",
+        action="store_true",
+        help="torch: CPU tensors through Triton's interpreter (a dry run; times mean nothing)",
+    )
+    parser.add_argument(
+        "--resources",
+        action="store_true",
+        help="torch: registers and instructions of the Triton kernels compiled for sm_90 (no GPU)",
     )
     args = parser.parse_args()
+    if args.framework == "torch" and args.resources:
+        for key, value in triton_resources().items():
+            print(f"{key}: {value}", flush=True)
+        return
     if args.framework == "torch":
-        out = bench_torch(args.reps, args.tune)
+        kernels = tuple(k for k in args.kernels.split(",") if k)
+        unknown = set(kernels) - set(TORCH_KERNELS)
+        if unknown:
+            parser.error(f"--kernels: unknown {', '.join(sorted(unknown))}")
+        out = bench_torch(args.reps, args.tune, args.log2_size, kernels, args.interpret)
     elif args.framework == "jax":
         out = bench_jax(args.reps)
     else:
@@ -344,6 +508,8 @@ def main() -> None:
         if key.endswith("_ms") and key != "read_ms":
             line += f"  ({value / read:.2f}x one read of both)"
         print(line, flush=True)
+    if args.framework == "torch":
+        print(torch_table(out), flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2, default=str)
