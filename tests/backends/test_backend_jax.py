@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -300,3 +301,199 @@ def test_whole_array_reduction_falls_back_to_chunks_past_the_memory_bound(monkey
         result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, name)
         check(result, reference(a, e, tol), rel=1e-6, cosine_abs=1e-7)
         assert set(calls) == sizes, calls
+
+
+# ---------------------------------------------------------------------------------------------
+# The Pallas kernel (GPU): run here in Pallas's interpreter on small arrays, with small blocks.
+
+PALLAS_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@pytest.fixture
+def pallas_interpret(monkeypatch):
+    """The kernel in Pallas's interpreter, with blocks of 512 elements in tiles of 128 and two
+    flagged blocks per step of the exact pass (so that it takes several steps)."""
+    from paritygate.backends import _pallas
+
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas-interpret")
+    monkeypatch.setattr(_pallas, "BLOCK", 512)
+    monkeypatch.setattr(_pallas, "TILE", 128)
+    monkeypatch.setattr(_pallas, "EXACT_ROWS", 2)
+    jax_backend._pallas_kernel.cache_clear()
+    calls = []
+    real = _pallas.block_rows
+    monkeypatch.setattr(_pallas, "block_rows", lambda *a: (calls.append(1), real(*a))[1])
+    yield calls
+    jax_backend._pallas_kernel.cache_clear()
+
+
+def near_bound_pair(rng: np.random.Generator, rtol: float, atol: float) -> tuple[float, float]:
+    """(a, e) float32 whose mismatch decision float32 arithmetic gets wrong: |a - e| - rtol |e|
+    is within float32 rounding of atol, on the other side of it in float64 (the host)."""
+    e = rng.uniform(1, 2, 20000).astype(np.float32)
+    bound = e.astype(np.float64) * rtol + atol
+    a = (e.astype(np.float64) + bound).astype(np.float32)
+    for step in range(-3, 4):
+        cand = (a.view(np.int32) + step).view(np.float32)
+        d32 = np.abs(cand - e)
+        slack32 = d32 - np.float32(rtol) * np.abs(e)
+        mis32 = slack32 > np.float32(atol)
+        d64 = np.abs(cand.astype(np.float64) - e.astype(np.float64))
+        mis64 = d64 - (np.abs(e.astype(np.float64)) * rtol + atol) > 0
+        differ = np.flatnonzero(mis32 != mis64)
+        if differ.size:
+            return float(cand[differ[0]]), float(e[differ[0]])
+    raise AssertionError("no pair found")
+
+
+def pallas_case(dtype: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, Tolerance]:
+    """9 blocks of 512 and a short last block: planted differences in clean blocks, NaN and
+    infinities (one side, both sides, matching and not), -0.0 against 0.0, a subnormal, a float32
+    overflow of a - e and a decision near the bound, each in a block of its own."""
+    rng = np.random.default_rng(seed)
+    n = 9 * 512 + 77
+    tol = Tolerance(atol=1e-2, rtol=1e-3, max_ulp=2, min_cosine=0.999)
+    e = (rng.standard_normal(n) * 10).astype(np.float32)
+    a = e + (rng.standard_normal(n) * 1e-3).astype(np.float32)
+    a[[3, 700, 1500, 1501]] += np.array([2.0, -0.75, 0.5, 0.5], np.float32)
+    a[1100:1103] = [np.nan, np.nan, np.inf]
+    e[1101:1104] = [np.nan, np.inf, -np.inf]
+    a[2100], e[2100] = -0.0, 0.0
+    a[2101], e[2101] = 1e-40, 0.0  # subnormal in float32 (zero in 16 bits)
+    a[4650] += 1.0  # the short last block
+    if dtype == "float32":
+        a[3000], e[3000] = 3e38, -3e38  # a - e overflows float32
+        a[3600], e[3600] = near_bound_pair(rng, tol.rtol, tol.atol)
+    else:
+        a[3000], e[3000] = 6e4, -6e4 if dtype == "float16" else -3e38
+    cast = np_dtype_of(dtype)
+    return a.astype(cast), e.astype(cast), tol
+
+
+def np_dtype_of(name: str):
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+def check_pallas(result, ref) -> None:
+    """Counts, ULPs, NaN/Inf accounting, max_abs and the worst elements exactly; float maxima
+    within float32 rounding; sums within the float32 bound (1 - cosine as for the Triton kernel)."""
+    check(result, ref, rel=2e-6, cosine_abs=1e-7)
+    assert result.max_abs == ref.max_abs
+    assert [repr((w.index, w.excess, w.actual, w.expected)) for w in result.worst] == [
+        repr((w.index, w.excess, w.actual, w.expected)) for w in ref.worst
+    ]
+    assert abs(result.mean_abs - ref.mean_abs) <= 1e-6 * ref.mean_abs
+
+
+@pytest.mark.parametrize("dtype", PALLAS_DTYPES)
+def test_pallas_kernel_agrees_with_the_host(pallas_interpret, dtype):
+    a, e, tol = pallas_case(dtype)
+    ref = reference(a, e, tol)
+    result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, "x")
+    assert pallas_interpret, "the Pallas kernel did not run"
+    assert ref.nonfinite.actual_nan == 2 and ref.ulp_over and not ref.passed
+    check_pallas(result, ref)
+    # the other direction, and an equal pair (no flagged block but the one with NaN both sides)
+    check_pallas(
+        jax_backend.compare_arrays(jnp.asarray(e), jnp.asarray(a), tol, "x"), reference(e, a, tol)
+    )
+    same = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(a), tol, "x")
+    check_pallas(same, reference(a, a.copy(), tol))
+
+
+def test_pallas_kernel_float16_against_float32(pallas_interpret):
+    """Mixed inputs: promoted to float32, ULPs counted in float16 (the kernel rounds to it)."""
+    a, e, tol = pallas_case("float32", seed=1)
+    with np.errstate(over="ignore"):
+        a16 = a.astype(np.float16)  # 3e38 becomes inf
+    result = jax_backend.compare_arrays(jnp.asarray(a16), jnp.asarray(e), tol, "x")
+    assert pallas_interpret
+    check_pallas(result, reference(a16, e, tol))
+
+
+def test_pallas_planted_kernel_bugs_fail_the_agreement(pallas_interpret, monkeypatch):
+    """A kernel that drops one mismatch of a clean block, or one whose flagged blocks skip the
+    exact pass, gives numbers the agreement check refuses (so the agreement tests can fail)."""
+    from paritygate.backends import _pallas
+
+    a, e, tol = pallas_case("float32")
+    ref = reference(a, e, tol)
+    real = _pallas.block_rows
+
+    def drop_a_count(*args):
+        rows = list(real(*args))
+        rows[3] = rows[3].at[0].add(-1)  # the mismatches of block 0 (its planted element)
+        return tuple(rows)
+
+    def skip_exact_pass(*args):
+        rows = list(real(*args))
+        rows[7] = jnp.zeros_like(rows[7])  # nothing flagged
+        return tuple(rows)
+
+    for planted, message in ((drop_a_count, "mismatches: "), (skip_exact_pass, " vs host ")):
+        monkeypatch.setattr(_pallas, "block_rows", planted)
+        jax_backend._pallas_kernel.cache_clear()
+        result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, "x")
+        with pytest.raises(AssertionError, match=message):
+            check_pallas(result, ref)
+    # without the exact pass the NaN accounting and the near-bound decision are both wrong
+    assert result.nonfinite != ref.nonfinite
+    assert result.mismatches != ref.mismatches
+
+
+def test_pallas_kernel_choice(monkeypatch):
+    """auto takes the XLA path on the CPU; pallas demands a GPU; a bad value is one clear line;
+    pairs the kernel does not read (integers, a numpy side, fewer elements than a block) take the
+    XLA path under pallas-interpret."""
+    from paritygate.backends import _pallas
+
+    calls = []
+    monkeypatch.setattr(_pallas, "block_rows", lambda *a: calls.append(1))
+    x = jnp.arange(2048, dtype=jnp.float32)
+    monkeypatch.delenv(jax_backend.KERNEL_ENV, raising=False)
+    assert jax_backend.compare_arrays(x, x, Tolerance(), "x").passed
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas")
+    with pytest.raises(InputError, match="PARITYGATE_JAX_KERNEL=pallas needs a GPU device"):
+        jax_backend.compare_arrays(x, x, Tolerance(), "x")
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "fast")
+    with pytest.raises(InputError, match="must be auto, chunked, pallas or pallas-interpret"):
+        jax_backend.compare_arrays(x, x, Tolerance(), "x")
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas-interpret")
+    monkeypatch.setattr(_pallas, "BLOCK", 1024)
+    ints = jnp.arange(4096, dtype=jnp.int32)
+    assert jax_backend.compare_arrays(ints, ints, Tolerance(), "i").passed
+    assert jax_backend.compare_arrays(x, np.asarray(x), Tolerance(), "n").passed
+    assert jax_backend.compare_arrays(x[:1000], x[:1000], Tolerance(), "s").passed
+    assert calls == []
+
+
+@pytest.mark.skipif(
+    jax.default_backend() != "gpu" and not os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS"),
+    reason="the compiled Pallas kernel needs a GPU",
+)
+@pytest.mark.parametrize("dtype", PALLAS_DTYPES)
+def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
+    """The compiled kernel at its own block size ($PARITYGATE_PALLAS_TEST_ELEMENTS elements,
+    2**24 by default; on a machine without a GPU, set, it runs interpreted) against the host
+    engine and the XLA path, both directions."""
+    n = int(os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS", 1 << 24)) + 77
+    gpu = jax.default_backend() == "gpu"
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas" if gpu else "pallas-interpret")
+    rng = np.random.default_rng(7)
+    e = (rng.standard_normal(n) * 10).astype(np.float32)
+    a = e + (rng.standard_normal(n) * 1e-2).astype(np.float32)
+    picks = rng.choice(n, 40, replace=False)
+    a[picks[:10]] = np.nan
+    e[picks[5:15]] = np.nan
+    a[picks[15:20]] = np.inf
+    e[picks[18:25]] = -np.inf
+    a[picks[25:30]] += 5.0
+    a[picks[30]], e[picks[30]] = -0.0, 0.0
+    a, e = a.astype(np_dtype_of(dtype)), e.astype(np_dtype_of(dtype))
+    tol = Tolerance(atol=1e-2, rtol=1e-2, max_ulp=4, min_cosine=0.999)
+    for x, y in ((a, e), (e, a)):
+        result = jax_backend.compare_arrays(jnp.asarray(x), jnp.asarray(y), tol, "x")
+        assert result.backend == "jax"
+        check_pallas(result, reference(x, y, tol))

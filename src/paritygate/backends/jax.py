@@ -11,6 +11,15 @@ arrays. XLA fuses it on the CPU (248 MiB of temporaries for 2 x 4 GiB) but did n
 k candidates of largest excess are ranked only inside the k blocks of largest block maximum
 (found the same way, in levels).
 
+On a GPU, ``PARITYGATE_JAX_KERNEL=pallas`` compares two JAX arrays of bfloat16 / float16 /
+float32 with a Pallas kernel instead (:mod:`paritygate.backends._pallas`): one pass over both
+arrays writes one row of the same per-block partials per block of ``_pallas.BLOCK`` elements
+(float32 arithmetic; flagged blocks computed again in float64 by :func:`_block_partials`), reduced
+by the same reduction as the XLA path. ``chunked`` (the default while the kernel is being measured:
+``DEFAULT_GPU_KERNEL``) keeps the XLA path; ``pallas-interpret`` runs the kernel in Pallas's
+interpreter on any device (slow: tests). Other pairs (integers, bool, a numpy side, fewer elements
+than one block) take the XLA path whatever the setting; the CPU takes it under ``auto``.
+
 On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside the function with
 ``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the re-reads of XLA's CPU
 fusions in cache; a numpy side is moved to the device one chunk at a time (``CHUNK_ACCELERATOR``
@@ -44,8 +53,10 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
+from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
+    COUNT_STATS,
     STATS,
     ULP_INT_BITS,
     compare_on_host,
@@ -313,6 +324,39 @@ def _top_ids(values: Any, k: int) -> Any:
     return jnp.sort(ids[pos])
 
 
+def _reduce_rows(rows: tuple, a_raw: Any, e_raw: Any, size: int, width: int, s: _Spec, pad: int):
+    """The reduction of per-block partials (rows of ``width`` elements, as
+    :func:`_block_partials` lays them out) to (sums, maxes, counts, ulp_max, worst-k rank, flat
+    index, actual, expected): sums in levels of BLOCK, maxima, counts (less the ``pad`` zeros a
+    padded last block counted as finite), and the worst-k elements ranked again only inside the k
+    blocks of largest rank (found in levels)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    sums, maxes, counts, umax, block_rank = rows
+    acc = jnp.float64 if s.x64 else jnp.float32
+    count_t = jnp.int64 if s.x64 else jnp.uint32
+    index_t = jnp.int64 if s.x64 else jnp.uint32
+    k = min(s.tol.worst_k, size)
+    counts = counts.sum(axis=1, dtype=count_t)
+    out = [
+        _tree_sum(sums),
+        maxes.max(axis=1),
+        counts.at[0].add(-jnp.asarray(pad, count_t)) if pad else counts,
+        umax.max().astype(count_t),
+    ]
+    if k:
+        blocks = _top_ids(block_rank, min(k, block_rank.shape[0])).astype(index_t)
+        ids = (blocks[:, None] * width + jnp.arange(width, dtype=index_t)).reshape(-1)
+        valid = ids < jnp.asarray(size, index_t)  # typed: past 2**31 a Python int overflows
+        ids = jnp.minimum(ids, jnp.asarray(size - 1, index_t))
+        ga, ge = a_raw[ids], e_raw[ids]
+        rank = jnp.where(valid, _elementwise(ga, ge, s)["rank"], -jnp.inf)
+        top_rank, pos = lax.top_k(rank, k)
+        out += [top_rank, ids[pos], ga[pos].astype(acc), ge[pos].astype(acc)]
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=64)
 def _kernel(s: _Spec, size: int, a_whole: bool, e_whole: bool) -> Any:
     """The jitted reduction of ``size`` elements: (a, e, start) -> (sums, maxes, counts, ulp_max,
@@ -327,10 +371,6 @@ def _kernel(s: _Spec, size: int, a_whole: bool, e_whole: bool) -> Any:
     import jax.numpy as jnp
     from jax import lax
 
-    acc = jnp.float64 if s.x64 else jnp.float32
-    count_t = jnp.int64 if s.x64 else jnp.uint32
-    index_t = jnp.int64 if s.x64 else jnp.uint32
-    k = min(s.tol.worst_k, size)
     pad = (-size) % BLOCK
 
     def run(a_in: Any, e_in: Any, start: Any) -> tuple:
@@ -344,28 +384,116 @@ def _kernel(s: _Spec, size: int, a_whole: bool, e_whole: bool) -> Any:
         if pad:  # a short last block, padded with zeros (a copy: callers keep this one small)
             a_p, e_p = jnp.pad(a_raw, (0, pad)), jnp.pad(e_raw, (0, pad))
             valid = (jnp.arange(size + pad) < size).reshape(-1, BLOCK)
-        sums, maxes, counts, umax, block_rank = _block_partials(
-            a_p.reshape(-1, BLOCK), e_p.reshape(-1, BLOCK), s, valid
-        )
-        counts = counts.sum(axis=1, dtype=count_t)
-        out = [
-            _tree_sum(sums),
-            maxes.max(axis=1),
-            counts.at[0].add(-jnp.asarray(pad, count_t)) if pad else counts,
-            umax.max().astype(count_t),
-        ]
-        if k:
-            blocks = _top_ids(block_rank, min(k, block_rank.shape[0])).astype(index_t)
-            ids = (blocks[:, None] * BLOCK + jnp.arange(BLOCK, dtype=index_t)).reshape(-1)
-            valid = ids < jnp.asarray(size, index_t)  # typed: past 2**31 a Python int overflows
-            ids = jnp.minimum(ids, jnp.asarray(size - 1, index_t))
-            ga, ge = a_raw[ids], e_raw[ids]
-            rank = jnp.where(valid, _elementwise(ga, ge, s)["rank"], -jnp.inf)
-            top_rank, pos = lax.top_k(rank, k)
-            out += [top_rank, ids[pos], ga[pos].astype(acc), ge[pos].astype(acc)]
-        return tuple(out)
+        rows = _block_partials(a_p.reshape(-1, BLOCK), e_p.reshape(-1, BLOCK), s, valid)
+        return _reduce_rows(rows, a_raw, e_raw, size, BLOCK, s, pad)
 
     return jax.jit(run)
+
+
+@functools.lru_cache(maxsize=64)
+def _pallas_kernel(s: _Spec, size: int, interpret: bool) -> Any:
+    """The jitted comparison of two whole JAX arrays through the Pallas kernel (traced with x64
+    on: ``s.x64`` is True): (a, e) -> the tuple of :func:`_kernel`.
+
+    The kernel writes one row of partials per whole block of ``_pallas.BLOCK`` elements; a short
+    last block is one more row from :func:`_block_partials` (zero-padded, a copy of at most one
+    block); flagged blocks are computed again by :func:`_block_partials`, ``EXACT_ROWS`` at a
+    time, and their rows replaced; then :func:`_reduce_rows`, as on the XLA path.
+    """
+    jax = _jax()
+    import jax.numpy as jnp
+    from jax import lax
+
+    from . import _pallas
+
+    width = _pallas.BLOCK
+    programs = size // width
+    main = programs * width
+    pad = (-size) % width
+    cap = min(_pallas.EXACT_ROWS, programs)
+
+    def run(a_in: Any, e_in: Any) -> tuple:
+        a_raw, e_raw = a_in.reshape(-1), e_in.reshape(-1)
+        sums, maxes, rank, mis, unz, uover, umax, flagged = _pallas.block_rows(
+            a_raw, e_raw, s.tol, s.ulp_dtype, interpret
+        )
+        zero = jnp.zeros((programs,), jnp.int32)
+        counts = jnp.stack([zero + width, mis, unz, uover] + [zero] * (len(COUNT_STATS) - 4))
+        umax = umax.astype(jnp.int64)
+        if pad:  # the short last block: one more row, zero-padded and masked
+            tail = [jnp.pad(x[main:], (0, pad)).reshape(1, width) for x in (a_raw, e_raw)]
+            valid = (jnp.arange(width) < size - main).reshape(1, width)
+            ts, tm, tc, tu, tr = _block_partials(*tail, s, valid)
+            sums = jnp.concatenate([sums, ts], axis=1)
+            maxes = jnp.concatenate([maxes, tm], axis=1)
+            counts = jnp.concatenate([counts, tc.astype(jnp.int32)], axis=1)
+            umax = jnp.concatenate([umax, tu.astype(jnp.int64)])
+            rank = jnp.concatenate([rank, tr])
+        n_rows = rank.shape[0]
+        # The exact pass: flagged blocks first in `order`, EXACT_ROWS of them per step.
+        steps = -(-programs // cap)
+        (order,) = jnp.nonzero(flagged, size=steps * cap, fill_value=n_rows)
+        n_flagged = flagged.sum()
+        lanes = jnp.arange(width, dtype=jnp.int64)
+
+        def more(c: tuple) -> Any:
+            return c[0] * cap < n_flagged
+
+        def exact(c: tuple) -> tuple:
+            i, sums, maxes, counts, umax, rank = c
+            ids = lax.dynamic_slice(order, (i * cap,), (cap,))
+            at = (
+                jnp.minimum(ids, programs - 1).astype(jnp.int64)[:, None] * width + lanes
+            ).reshape(-1)
+            ga = a_raw[at].reshape(cap, width)
+            ge = e_raw[at].reshape(cap, width)
+            rs, rm, rc, ru, rr = _block_partials(ga, ge, s, None)
+            return (
+                i + 1,
+                sums.at[:, ids].set(rs, mode="drop"),
+                maxes.at[:, ids].set(rm, mode="drop"),
+                counts.at[:, ids].set(rc.astype(jnp.int32), mode="drop"),
+                umax.at[ids].set(ru.astype(jnp.int64), mode="drop"),
+                rank.at[ids].set(rr, mode="drop"),
+            )
+
+        start = (jnp.zeros((), jnp.int32), sums, maxes, counts, umax, rank)
+        _, sums, maxes, counts, umax, rank = lax.while_loop(more, exact, start)
+        return _reduce_rows((sums, maxes, counts, umax, rank), a_raw, e_raw, size, width, s, pad)
+
+    return jax.jit(run)
+
+
+KERNEL_ENV = "PARITYGATE_JAX_KERNEL"  # auto | chunked | pallas | pallas-interpret
+# What ``auto`` means on a GPU device (the CPU always takes the XLA path).
+DEFAULT_GPU_KERNEL = "chunked"
+
+
+def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
+    """'compiled' or 'interpret' where the Pallas kernel compares this pair, else None."""
+    import os
+
+    choice = os.environ.get(KERNEL_ENV, "auto").lower()
+    if choice not in ("auto", "chunked", "pallas", "pallas-interpret"):
+        raise InputError(
+            f"{KERNEL_ENV} must be auto, chunked, pallas or pallas-interpret, got {choice!r}"
+        )
+    gpu = device.platform == "gpu"
+    if choice == "auto":
+        choice = DEFAULT_GPU_KERNEL if gpu else "chunked"
+    if choice == "chunked":
+        return None
+    if choice == "pallas" and not gpu:
+        raise InputError(
+            f"{KERNEL_ENV}=pallas needs a GPU device (the array is on {device.platform}); "
+            "pallas-interpret runs the kernel in Pallas's interpreter anywhere",
+            where=p.path or None,
+        )
+    from . import _pallas
+
+    if not (both and _pallas.supports(p)):
+        return None  # integers, bool, a numpy side, fewer elements than one block: XLA's path
+    return "compiled" if choice == "pallas" else "interpret"
 
 
 def _index(start: int) -> Any:
@@ -434,8 +562,6 @@ def _ranges(size: int, accelerator: bool, both: bool, s: _Spec, a: Any, e: Any) 
 
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare a JAX array with a JAX array or a numpy array on the JAX array's device."""
-    import numpy as np
-
     x64 = _x64()
     side_a, side_e = _Side(actual), _Side(expected)
     if side_a.dtype.startswith("complex") and side_e.dtype.startswith("complex"):
@@ -453,9 +579,18 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         return finish_plan(stats, p, tolerance, path, name)
     jax = _jax()
     both = side_a.array is not None and side_e.array is not None
+    mode = _pallas_mode(device, p, both)
+    if mode is not None:
+        # Traced and reduced with x64 on: the exact pass and the reduction in float64.
+        with jax.enable_x64(True), jax.default_device(device):
+            run = _pallas_kernel(
+                _Spec(p.kind, p.ulp_dtype, ktol, True), p.size, mode == "interpret"
+            )
+            got = jax.device_get([run(actual, expected)])  # the single wait and transfer
+        return _finish(got, [0], p, ktol, tolerance, path)
     spec = _Spec(p.kind, p.ulp_dtype, ktol, x64)
-    ranges = _ranges(p.size, _accelerator(device), both, spec, side_a, side_e)
     results, starts = [], []
+    ranges = _ranges(p.size, _accelerator(device), both, spec, side_a, side_e)
     with jax.default_device(device):
         for start, stop in ranges:
             run = _kernel(spec, stop - start, side_a.array is not None, side_e.array is not None)
@@ -467,6 +602,13 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
                 jax.block_until_ready(results[-1])
     # The single wait of the comparison: every chunk queued above, one transfer of the results.
     got = jax.device_get(results)
+    return _finish(got, starts, p, ktol, tolerance, path)
+
+
+def _finish(got: list, starts: list, p: Any, ktol: Tolerance, tolerance: Tolerance, path: str):
+    """The calls' results (on the host) combined in float64 into the comparison."""
+    import numpy as np
+
     sums = np.sum([np.asarray(r[0], np.float64) for r in got], axis=0)
     maxes = np.max([np.asarray(r[1], np.float64) for r in got], axis=0)
     maxes[4] = max(maxes[4], 0.0)  # atol_needed: the largest slack, never below zero
