@@ -15,14 +15,18 @@ MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1
 JAX (GPU, without x64): two 4 GiB bfloat16 arrays (2**31 elements each).
   anchors: one read of both (one jitted float32 sum of each), and a naive jitted report (max and
   mean |a - e|, cosine, mismatch count) fused by XLA; paritygate's JAX backend passing and failing
-  (time, and the device's peak bytes in use above the inputs when the runtime reports it), XLA's
-  account of the whole-array reduction's temporaries and the number of calls per comparison (1:
-  the whole arrays at once).
+  (time, and the device's peak bytes in use above the inputs when the runtime reports it), through
+  the XLA path (``PARITYGATE_JAX_KERNEL=chunked``) and the Pallas kernel (``pallas``) side by side,
+  and whether their failing reports agree (counts, ULPs, max_abs, worst elements exactly; sums
+  within the float32 bounds); XLA's account of the whole-array reduction's temporaries and the
+  number of calls per comparison of the XLA path. ``--elements`` shrinks the arrays (without a GPU
+  the kernel runs in Pallas's interpreter: a check of the script, not a timing).
 
 Usage: python benchmarks/bench_compare_gpu.py torch|jax|mlx [--tune] [--json OUT.json]
        python benchmarks/bench_compare_gpu.py torch [--kernels triton,triton-fused] [--log2-size N]
        python benchmarks/bench_compare_gpu.py torch --resources   (registers for sm_90, no GPU)
        TRITON_INTERPRET=1 python benchmarks/bench_compare_gpu.py torch --interpret --log2-size 14
+       python benchmarks/bench_compare_gpu.py jax [--elements N]
 Prints one line per measurement and the ratios to one read of both arrays (torch: and a table).
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -366,21 +371,53 @@ def bench_jax(reps: int, n: int = 1 << 31) -> dict:
     ranges = jax_backend._ranges(n, jax_backend._accelerator(device), True, spec, side, side)
     out["paritygate_calls_per_comparison"] = len(ranges)
     inputs = peak()
-    for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
-        holder = {}
+    # The XLA path (chunked where XLA would not fuse it) and the Pallas kernel, side by side
+    # (pallas-interpret without a GPU: a check of this script on small arrays, not a timing).
+    pallas = "pallas" if device.platform == "gpu" else "pallas-interpret"
+    results = {}
+    for kernel in ("chunked", pallas):
+        os.environ[jax_backend.KERNEL_ENV] = kernel
+        label = kernel.split("-")[0]
+        for case, (a, e) in (("pass", (x, x2)), ("fail", (y, x))):
+            holder = {}
+            key = f"paritygate_{label}_{case}"
 
-        def run(a=a, e=e, holder=holder):
-            holder["r"] = jax_backend.compare_arrays(a, e, tol, "x")
-            return ()
+            def run(a=a, e=e, holder=holder):
+                holder["r"] = jax_backend.compare_arrays(a, e, tol, "x")
+                return ()
 
-        out[f"paritygate_{case}_ms"] = timed(run, warm=1)
-        after = peak()
-        if inputs is not None and after is not None:
-            out[f"paritygate_{case}_peak_above_inputs_bytes"] = after - inputs
-        r = holder["r"]
-        out[f"paritygate_{case}_passed"] = bool(r.passed)
-        out[f"paritygate_{case}_mismatches"] = r.mismatches
-        out[f"paritygate_{case}_one_minus_cosine"] = getattr(r, "one_minus_cosine", None)
+            try:
+                out[key + "_ms"] = timed(run, warm=1)
+            except Exception as exc:  # report it and go on with the other path
+                out[key + "_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+                continue
+            after = peak()
+            if inputs is not None and after is not None:
+                out[key + "_peak_above_inputs_bytes"] = after - inputs
+            r = holder["r"]
+            results[key] = r
+            out[key + "_passed"] = bool(r.passed)
+            out[key + "_mismatches"] = r.mismatches
+            out[key + "_one_minus_cosine"] = getattr(r, "one_minus_cosine", None)
+        os.environ.pop(jax_backend.KERNEL_ENV)
+    c, k = results.get("paritygate_chunked_fail"), results.get("paritygate_pallas_fail")
+    if c is not None and k is not None:
+        # Counts, ULPs, max_abs and the worst elements exactly; sums within the float32 bounds.
+        out["kernels_agree"] = (
+            k.mismatches == c.mismatches
+            and k.ulp_max == c.ulp_max
+            and k.ulp_nonzero == c.ulp_nonzero
+            and k.ulp_over == c.ulp_over
+            and k.nonfinite == c.nonfinite
+            and k.max_abs == c.max_abs
+            and abs(k.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
+            and abs(k.one_minus_cosine - c.one_minus_cosine) <= 4e-6 * c.one_minus_cosine
+            and [(w.index, w.excess) for w in k.worst] == [(w.index, w.excess) for w in c.worst]
+        )
+        out["mean_abs_rel_diff"] = abs(k.mean_abs - c.mean_abs) / c.mean_abs
+        out["one_minus_cosine_rel_diff"] = (
+            abs(k.one_minus_cosine - c.one_minus_cosine) / c.one_minus_cosine
+        )
     return out
 
 
@@ -486,6 +523,9 @@ def main() -> None:
         action="store_true",
         help="torch: registers and instructions of the Triton kernels compiled for sm_90 (no GPU)",
     )
+    parser.add_argument(
+        "--elements", type=int, default=1 << 31, help="jax: elements per array (default 2**31)"
+    )
     args = parser.parse_args()
     if args.framework == "torch" and args.resources:
         for key, value in triton_resources().items():
@@ -498,7 +538,7 @@ def main() -> None:
             parser.error(f"--kernels: unknown {', '.join(sorted(unknown))}")
         out = bench_torch(args.reps, args.tune, args.log2_size, kernels, args.interpret)
     elif args.framework == "jax":
-        out = bench_jax(args.reps)
+        out = bench_jax(args.reps, args.elements)
     else:
         out = bench_mlx(args.reps)
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

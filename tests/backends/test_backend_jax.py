@@ -454,9 +454,10 @@ def test_pallas_kernel_choice(monkeypatch):
     x = jnp.arange(2048, dtype=jnp.float32)
     monkeypatch.delenv(jax_backend.KERNEL_ENV, raising=False)
     assert jax_backend.compare_arrays(x, x, Tolerance(), "x").passed
-    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas")
-    with pytest.raises(InputError, match="PARITYGATE_JAX_KERNEL=pallas needs a GPU device"):
-        jax_backend.compare_arrays(x, x, Tolerance(), "x")
+    if jax.default_backend() != "gpu":
+        monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas")
+        with pytest.raises(InputError, match="PARITYGATE_JAX_KERNEL=pallas needs a GPU device"):
+            jax_backend.compare_arrays(x, x, Tolerance(), "x")
     monkeypatch.setenv(jax_backend.KERNEL_ENV, "fast")
     with pytest.raises(InputError, match="must be auto, chunked, pallas or pallas-interpret"):
         jax_backend.compare_arrays(x, x, Tolerance(), "x")
@@ -479,8 +480,14 @@ def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
     2**24 by default; on a machine without a GPU, set, it runs interpreted) against the host
     engine and the XLA path, both directions."""
     n = int(os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS", 1 << 24)) + 77
+    from paritygate.backends import _pallas
+
     gpu = jax.default_backend() == "gpu"
     monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas" if gpu else "pallas-interpret")
+    jax_backend._pallas_kernel.cache_clear()
+    calls = []
+    real = _pallas.block_rows
+    monkeypatch.setattr(_pallas, "block_rows", lambda *a: (calls.append(a[-1]), real(*a))[1])
     rng = np.random.default_rng(7)
     e = (rng.standard_normal(n) * 10).astype(np.float32)
     a = e + (rng.standard_normal(n) * 1e-2).astype(np.float32)
@@ -497,3 +504,4 @@ def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
         result = jax_backend.compare_arrays(jnp.asarray(x), jnp.asarray(y), tol, "x")
         assert result.backend == "jax"
         check_pallas(result, reference(x, y, tol))
+    assert calls == [not gpu], "the Pallas kernel did not run (compiled on a GPU)"
