@@ -470,8 +470,12 @@ def test_pallas_kernel_choice(monkeypatch):
     assert calls == []
 
 
+# Read at import: tests/isolation.py clears PARITYGATE_* settings before each test runs.
+PALLAS_TEST_ELEMENTS = os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS")
+
+
 @pytest.mark.skipif(
-    jax.default_backend() != "gpu" and not os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS"),
+    jax.default_backend() != "gpu" and not PALLAS_TEST_ELEMENTS,
     reason="the compiled Pallas kernel needs a GPU",
 )
 @pytest.mark.parametrize("dtype", PALLAS_DTYPES)
@@ -479,7 +483,7 @@ def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
     """The compiled kernel at its own block size ($PARITYGATE_PALLAS_TEST_ELEMENTS elements,
     2**24 by default; on a machine without a GPU, set, it runs interpreted) against the host
     engine and the XLA path, both directions."""
-    n = int(os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS", 1 << 24)) + 77
+    n = int(PALLAS_TEST_ELEMENTS or 1 << 24) + 77
     from paritygate.backends import _pallas
 
     gpu = jax.default_backend() == "gpu"
