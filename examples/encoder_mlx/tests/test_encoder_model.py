@@ -17,18 +17,22 @@ def test_torch_twin_computes_the_same_model(data_mod, model_mod, encoder_mod, it
     import torch
     from torch_twin import load_torch_model
 
-    torch.set_num_threads(1)
     tok = data_mod.load_tokenizer()
     batch = data_mod.collate(data_mod.prepare_items(tok, items))
     twin = load_torch_model()
-    with torch.no_grad():
-        ta, tc = twin(
-            torch.from_numpy(batch.ids.astype(np.int64)),
-            torch.from_numpy(batch.lengths.astype(np.int64)),
-            torch.from_numpy(batch.markers.astype(np.int64)),
-            torch.from_numpy(batch.marker_mask),
-            torch.from_numpy(batch.features),
-        )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # for this call only: later tests get torch's own thread count
+    try:
+        with torch.no_grad():
+            ta, tc = twin(
+                torch.from_numpy(batch.ids.astype(np.int64)),
+                torch.from_numpy(batch.lengths.astype(np.int64)),
+                torch.from_numpy(batch.markers.astype(np.int64)),
+                torch.from_numpy(batch.marker_mask),
+                torch.from_numpy(batch.features),
+            )
+    finally:
+        torch.set_num_threads(threads)
     out = encoder_mod.Encoder(encoder_mod.Settings(max_batch=len(items)))(items)
     assert np.abs(out["action"] - ta.numpy()).max() < 1e-4
     assert np.abs(out["choice"] - tc.numpy()).max() < 1e-4
