@@ -19,14 +19,20 @@ from pathlib import Path
 
 import pytest
 
-# Test selection, not a setting of the code under test.
-KEPT = {"PARITYGATE_TEST_FRAMEWORKS"}
 TERMINAL = ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "CLICOLOR_FORCE")
+
+
+def _cleared(name: str) -> bool:
+    """The suite's own options (``PARITYGATE_TEST_FRAMEWORKS``, ``PARITYGATE_PALLAS_TEST_ELEMENTS``:
+    which tests run, how large) are kept; they are no setting of the code under test."""
+    if name.startswith("PARITYGATE_"):
+        return "_TEST_" not in name
+    return name in TERMINAL
 
 
 def _clear(patch: pytest.MonkeyPatch, cache: Path) -> None:
     for name in list(os.environ):
-        if (name.startswith("PARITYGATE_") and name not in KEPT) or name in TERMINAL:
+        if _cleared(name):
             patch.delenv(name)
     patch.setenv("PARITYGATE_CACHE_DIR", str(cache))
 
