@@ -257,6 +257,22 @@ def test_cuda_cosine_of_x_with_itself_and_triton_matches_chunked(monkeypatch):
     check(fused, chunked, rel=1e-6, cosine_abs=1e-9)
 
 
+@pytest.mark.parametrize("kernel", ["triton", "triton-fused"])
+def test_kernel_choice_is_checked(monkeypatch, kernel):
+    """PARITYGATE_TORCH_KERNEL: an unknown value and a demanded Triton kernel that cannot run
+    (CPU tensors) are one-line input errors; auto and chunked compare on the CPU."""
+    x = torch.arange(6, dtype=torch.float32)
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, "fused")
+    with pytest.raises(InputError, match="auto, triton, triton-fused, chunked, got 'fused'"):
+        torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x")
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, kernel)
+    with pytest.raises(InputError, match=f"{kernel} needs Triton and two contiguous CUDA tensors"):
+        torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x")
+    for choice in ("auto", "chunked"):
+        monkeypatch.setenv(torch_backend.KERNEL_ENV, choice)
+        assert torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x").passed
+
+
 def test_complex_tensors_compared_as_pairs_like_the_host():
     rng = np.random.default_rng(3)
     a = (rng.standard_normal((30, 40)) + 1j * rng.standard_normal((30, 40))).astype(np.complex64)
