@@ -361,6 +361,9 @@ def pallas_case(dtype: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, Tole
     a[2100], e[2100] = -0.0, 0.0
     a[2101], e[2101] = 1e-40, 0.0  # subnormal in float32 (zero in 16 bits)
     a[4650] += 1.0  # the short last block
+    if dtype != "float16":
+        # the largest difference, inexact in float32 (its rounding error kept by TwoSum)
+        a[4200], e[4200] = 1.0000001e7, -3.3e-3
     if dtype == "float32":
         a[3000], e[3000] = 3e38, -3e38  # a - e overflows float32
         a[3600], e[3600] = near_bound_pair(rng, tol.rtol, tol.atol)
@@ -414,12 +417,15 @@ def test_pallas_kernel_float16_against_float32(pallas_interpret):
 
 
 def test_pallas_planted_kernel_bugs_fail_the_agreement(pallas_interpret, monkeypatch):
-    """A kernel that drops one mismatch of a clean block, or one whose flagged blocks skip the
-    exact pass, gives numbers the agreement check refuses (so the agreement tests can fail)."""
+    """A kernel that keeps max_abs in float32 (no TwoSum remainder), one that drops one mismatch
+    of a clean block, or one whose flagged blocks skip the exact pass, gives numbers the agreement
+    check refuses (so the agreement tests can fail)."""
     from paritygate.backends import _pallas
 
     a, e, tol = pallas_case("float32")
+    a[3000] = e[3000] = 1.0  # no overflow: the largest difference is the inexact one at 4200
     ref = reference(a, e, tol)
+    assert ref.max_abs != float(np.float32(ref.max_abs))  # float32 cannot hold it
     real = _pallas.block_rows
 
     def drop_a_count(*args):
@@ -432,12 +438,24 @@ def test_pallas_planted_kernel_bugs_fail_the_agreement(pallas_interpret, monkeyp
         rows[7] = jnp.zeros_like(rows[7])  # nothing flagged
         return tuple(rows)
 
-    for planted, message in ((drop_a_count, "mismatches: "), (skip_exact_pass, " vs host ")):
+    def float32_max_abs(*args):
+        rows = list(real(*args))
+        rows[1] = rows[1].at[0].set(rows[1][0].astype(jnp.float32).astype(rows[1].dtype))
+        return tuple(rows)
+
+    planted_bugs = (
+        (float32_max_abs, None),  # the TwoSum remainder dropped: max_abs off by 0.0033
+        (drop_a_count, "mismatches: "),
+        (skip_exact_pass, " vs host "),
+    )
+    for planted, message in planted_bugs:
         monkeypatch.setattr(_pallas, "block_rows", planted)
         jax_backend._pallas_kernel.cache_clear()
         result = jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), tol, "x")
         with pytest.raises(AssertionError, match=message):
             check_pallas(result, ref)
+        if message is None:
+            assert result.max_abs != ref.max_abs and result.max_abs == np.float32(ref.max_abs)
     # without the exact pass the NaN accounting and the near-bound decision are both wrong
     assert result.nonfinite != ref.nonfinite
     assert result.mismatches != ref.mismatches
