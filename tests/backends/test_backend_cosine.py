@@ -37,9 +37,7 @@ from paritygate.results import Tolerance
 # Bounds on |computed - exact| / (|a - e|^2 / (2 |a| |e|)), per arithmetic:
 B_HOST = 1e-14  # numpy / numba / ONNX Runtime on the host: float64, pairwise sums
 B_FLOAT64 = 1e-12  # torch (CPU, CUDA chunked), JAX with x64, MLX on the CPU
-B_FLOAT32 = (
-    2e-6  # float32 arithmetic: the Triton kernel, JAX without x64, MLX on a GPU (or float32)
-)
+B_FLOAT32 = 2e-6  # float32 arithmetic: the Triton kernel, JAX without x64 or Pallas, MLX on a GPU
 
 N = 40_009  # odd: partial blocks and chunks
 
@@ -129,6 +127,8 @@ def _runners() -> list[tuple[str, float, object]]:
     platform = jax.default_backend()
     out.append((f"jax-{platform}-x64", B_FLOAT64, _jax(True)))
     out.append((f"jax-{platform}-float32", B_FLOAT32, _jax(False)))
+    # the Pallas kernel of JAX on a GPU (compiled there, in Pallas's interpreter elsewhere)
+    out.append((f"jax-{platform}-pallas", B_FLOAT32, _jax_pallas(platform == "gpu")))
     device = "cpu" if mx.default_device() == mx.cpu else "gpu"
     default_bound = B_FLOAT64 if mlx_backend.accumulates_in_float64() else B_FLOAT32
     out.append((f"mlx-{device}", default_bound, _mlx(None)))
@@ -157,6 +157,23 @@ def _jax(x64: bool):
     def run(a, e, t):
         with jax.enable_x64(x64):
             return jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), t, "x")
+
+    return run
+
+
+def _jax_pallas(gpu: bool):
+    def run(a, e, t):
+        import os
+
+        old = os.environ.get(jax_backend.KERNEL_ENV)
+        os.environ[jax_backend.KERNEL_ENV] = "pallas" if gpu else "pallas-interpret"
+        try:
+            return jax_backend.compare_arrays(jnp.asarray(a), jnp.asarray(e), t, "x")
+        finally:
+            if old is None:
+                del os.environ[jax_backend.KERNEL_ENV]
+            else:
+                os.environ[jax_backend.KERNEL_ENV] = old
 
     return run
 

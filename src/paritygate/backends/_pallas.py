@@ -8,6 +8,9 @@ the block's rank (largest excess among elements that differ), the counts and the
 rows are then reduced by the JAX backend's own reduction (sums in levels, maxima, counts, and the
 worst-k elements ranked again only inside the k blocks of largest rank).
 
+1 - cosine keeps the float32 bound of tests/backends/test_backend_cosine.py (``2e-6 * |a - e|^2 /
+(2 |a| |e|)``); the ratios carry a few float32 roundings (the fast division within 2 ULP).
+
 Exact decisions. ``max_abs`` is exact: the float32 difference and its rounding error (TwoSum) are
 kept as a pair whose float64 sum is the host's difference. Counts and ULP distances are exact
 integers. A block is *flagged* where float32 cannot give the host's numbers: a NaN or an infinity
