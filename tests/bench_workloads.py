@@ -38,13 +38,14 @@ def fails():
 def sleeps_then_works():
     import time
 
-    time.sleep(0.01)  # waiting: wall time, no CPU time
-    _work(5_000)
+    time.sleep(0.05)  # waiting: wall time, no CPU time
+    _work(40_000)
     return np.ones(3)
 
 
 def works():
-    # about 0.3 ms of CPU work beside the 10 ms sleep: the wall-clock ratio stays above 2x even
-    # when a busy machine stretches the work twentyfold
-    _work(5_000)
+    # about 2 ms of CPU work beside the 50 ms sleep: the wall-clock ratio stays above 1.5x even
+    # when a busy machine stretches the work twentyfold, and the CPU time that waking up costs
+    # on a busy core (up to about 1 ms) stays well inside a 4x band
+    _work(40_000)
     return np.ones(3)
