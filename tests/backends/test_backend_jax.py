@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -476,6 +477,11 @@ def test_pallas_kernel_choice(monkeypatch):
         monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas")
         with pytest.raises(InputError, match="PARITYGATE_JAX_KERNEL=pallas needs a GPU device"):
             jax_backend.compare_arrays(x, x, Tolerance(), "x")
+    monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas")
+    monkeypatch.setattr(jax_backend, "COMPILED_AGREES", False)
+    gpu_x = SimpleNamespace(platform="gpu")
+    with pytest.raises(InputError, match="mismatch counts disagree with the host engine"):
+        jax_backend._pallas_mode(gpu_x, SimpleNamespace(path="x"), True)
     monkeypatch.setenv(jax_backend.KERNEL_ENV, "fast")
     with pytest.raises(InputError, match="must be auto, chunked, pallas or pallas-interpret"):
         jax_backend.compare_arrays(x, x, Tolerance(), "x")
@@ -496,6 +502,11 @@ PALLAS_TEST_ELEMENTS = os.environ.get("PARITYGATE_PALLAS_TEST_ELEMENTS")
     jax.default_backend() != "gpu" and not PALLAS_TEST_ELEMENTS,
     reason="the compiled Pallas kernel needs a GPU",
 )
+@pytest.mark.xfail(
+    jax.default_backend() == "gpu" and not jax_backend.COMPILED_AGREES,
+    reason="compiled on an H200 the kernel's mismatch counts were off by 1 to 11 (2026-12-02)",
+    strict=True,  # a pass here means the kernel can be allowed on a GPU: COMPILED_AGREES
+)
 @pytest.mark.parametrize("dtype", PALLAS_DTYPES)
 def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
     """The compiled kernel at its own block size ($PARITYGATE_PALLAS_TEST_ELEMENTS elements,
@@ -505,6 +516,7 @@ def test_pallas_kernel_on_the_gpu_agrees_with_the_host(monkeypatch, dtype):
     from paritygate.backends import _pallas
 
     gpu = jax.default_backend() == "gpu"
+    monkeypatch.setattr(jax_backend, "COMPILED_AGREES", True)  # the check that decides it
     monkeypatch.setenv(jax_backend.KERNEL_ENV, "pallas" if gpu else "pallas-interpret")
     jax_backend._pallas_kernel.cache_clear()
     calls = []

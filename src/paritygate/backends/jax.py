@@ -11,11 +11,12 @@ arrays. XLA fuses it on the CPU (248 MiB of temporaries for 2 x 4 GiB) but did n
 k candidates of largest excess are ranked only inside the k blocks of largest block maximum
 (found the same way, in levels).
 
-On a GPU, ``PARITYGATE_JAX_KERNEL=pallas`` compares two JAX arrays of bfloat16 / float16 /
-float32 with a Pallas kernel instead (:mod:`paritygate.backends._pallas`): one pass over both
+A Pallas kernel (``PARITYGATE_JAX_KERNEL=pallas``, refused while ``COMPILED_AGREES`` is False:
+compiled on an H200 its mismatch counts were off by a few) compares two JAX arrays of bfloat16 /
+float16 / float32 (:mod:`paritygate.backends._pallas`): one pass over both
 arrays writes one row of the same per-block partials per block of ``_pallas.BLOCK`` elements
 (float32 arithmetic; flagged blocks computed again in float64 by :func:`_block_partials`), reduced
-by the same reduction as the XLA path. ``chunked`` (the default while the kernel is being measured:
+by the same reduction as the XLA path. ``chunked`` (the default:
 ``DEFAULT_GPU_KERNEL``) keeps the XLA path; ``pallas-interpret`` runs the kernel in Pallas's
 interpreter on any device (slow: tests). Other pairs (integers, bool, a numpy side, fewer elements
 than one block) take the XLA path whatever the setting; the CPU takes it under ``auto``.
@@ -467,6 +468,11 @@ def _pallas_kernel(s: _Spec, size: int, interpret: bool) -> Any:
 KERNEL_ENV = "PARITYGATE_JAX_KERNEL"  # auto | chunked | pallas | pallas-interpret
 # What ``auto`` means on a GPU device (the CPU always takes the XLA path).
 DEFAULT_GPU_KERNEL = "chunked"
+# Whether the compiled kernel may run on a GPU. On an H200 (2026-12-02, benchmarks/README.md) its
+# mismatch counts differed from the host engine's by 1 to 11 in 2**24 elements: a count that can
+# be wrong is a gate that can pass wrongly, so ``pallas`` is refused on a GPU until the GPU test
+# (test_pallas_kernel_on_the_gpu_agrees_with_the_host) passes there.
+COMPILED_AGREES = False
 
 
 def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
@@ -487,6 +493,12 @@ def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
         raise InputError(
             f"{KERNEL_ENV}=pallas needs a GPU device (the array is on {device.platform}); "
             "pallas-interpret runs the kernel in Pallas's interpreter anywhere",
+            where=p.path or None,
+        )
+    if choice == "pallas" and not COMPILED_AGREES:
+        raise InputError(
+            f"{KERNEL_ENV}=pallas: the compiled Pallas kernel's mismatch counts disagree with the "
+            "host engine on a GPU, so it is not used there; chunked (the default) is exact",
             where=p.path or None,
         )
     from . import _pallas
