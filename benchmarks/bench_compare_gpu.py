@@ -3,8 +3,8 @@
 torch (CUDA): two 4 GiB bfloat16 tensors (2**31 elements each).
   anchors: one read of both tensors (``x.sum(); y.sum()``), torch.testing.assert_close passing and
   failing; paritygate's torch backend passing and failing, each path in the same run
-  (``PARITYGATE_TORCH_KERNEL``): ``triton`` (the split kernels, the default), ``triton-fused``
-  (the former single kernel) and ``chunked``. For each: median time, extra device memory
+  (``PARITYGATE_TORCH_KERNEL``): ``triton`` (the split kernels, the default) and ``chunked``,
+  and whether their failing reports agree. For each: median time, extra device memory
   (max_memory_allocated delta), and the largest number of elements any ``.cpu()`` /
   ``.numpy()`` / ``__array__`` / ``__dlpack__`` call moved to the host (intercepted).
 MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1-D arrays of
@@ -23,7 +23,7 @@ JAX (GPU, without x64): two 4 GiB bfloat16 arrays (2**31 elements each).
   the kernel runs in Pallas's interpreter: a check of the script, not a timing).
 
 Usage: python benchmarks/bench_compare_gpu.py torch|jax|mlx [--tune] [--json OUT.json]
-       python benchmarks/bench_compare_gpu.py torch [--kernels triton,triton-fused] [--log2-size N]
+       python benchmarks/bench_compare_gpu.py torch [--kernels triton,chunked] [--log2-size N]
        python benchmarks/bench_compare_gpu.py torch --resources   (registers for sm_90, no GPU)
        TRITON_INTERPRET=1 python benchmarks/bench_compare_gpu.py torch --interpret --log2-size 14
        python benchmarks/bench_compare_gpu.py jax [--elements N]
@@ -38,7 +38,7 @@ import os
 import statistics
 import time
 
-TORCH_KERNELS = ("triton", "triton-fused", "chunked")
+TORCH_KERNELS = ("triton", "chunked")
 
 
 def bench_torch(
@@ -185,13 +185,11 @@ def bench_torch(
         out["fail_failures"] = [f.metric for f in t.failures]
         out["fail_cosine"] = t.cosine
         out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
-    for other in ("triton-fused", "chunked"):
-        if "paritygate_triton_fail" not in results or f"paritygate_{other}_fail" not in results:
-            continue
-        t, c = results["paritygate_triton_fail"], results[f"paritygate_{other}_fail"]
+    if "paritygate_triton_fail" in results and "paritygate_chunked_fail" in results:
+        t, c = results["paritygate_triton_fail"], results["paritygate_chunked_fail"]
         # Counts, ULPs, max_abs and the worst elements exactly; the float32 sums within the float32
         # bound (the chunked path sums in float64).
-        out[f"agrees_with_{other}"] = (
+        out["agrees_with_chunked"] = (
             t.mismatches == c.mismatches
             and t.ulp_max == c.ulp_max
             and t.ulp_nonzero == c.ulp_nonzero
@@ -202,7 +200,7 @@ def bench_torch(
             and abs(t.one_minus_cosine - c.one_minus_cosine) <= 2e-6 * c.one_minus_cosine
             and [(w.index, w.excess) for w in t.worst] == [(w.index, w.excess) for w in c.worst]
         )
-        out[f"mean_abs_rel_diff_{other}"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
+        out["mean_abs_rel_diff_chunked"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
     return out
 
 
@@ -253,20 +251,6 @@ def triton_resources() -> dict:
     ulp = dict(ULP_DT=tl.bfloat16, ULP_INT=tl.int16, ULP_MASK=0x7FFF, HAS_MAX_ULP=True)
     ptr = {"a_ptr": "*bf16", "e_ptr": "*bf16", "n": "i64"}
     out = {}
-    fused = dict(
-        ulp,
-        BLOCK=T.BLOCK,
-        TILE=T.TILE,
-        COMPUTE=tl.float32,
-        MAXF=3.4028234663852886e38,
-        ULP_WIDE=tl.int32,
-        EQUAL_NAN=True,
-        RTOL_ZERO=True,
-        NEAR=T.NEAR,
-    )
-    sig = dict(ptr, params_ptr="*fp64", max_ulp="i32", fsum_ptr="*fp64", fmax_ptr="*fp64")
-    sig["cnt_ptr"] = "*i64"
-    out["fused kernel"] = build(T._fused_kernel(), sig, fused, T.NUM_WARPS)
     fast, exact = T._split_kernels()
     sig = dict(ptr, params_ptr="*fp32", max_ulp="i32", fsum_ptr="*fp64", fmax_ptr="*fp64")
     sig.update(cnt_ptr="*i64", ids_ptr="*i32", nflag_ptr="*i32")
