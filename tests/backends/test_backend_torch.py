@@ -207,13 +207,14 @@ def cuda_available() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs an NVIDIA GPU")
-@pytest.mark.parametrize("kernel", ["auto", "triton-fused", "chunked"])
+@pytest.mark.parametrize("kernel", ["auto", "triton", "chunked"])
 def test_cuda_agrees_with_reference_and_stays_on_device(monkeypatch, kernel):
-    """CUDA tensors, fused (Triton, where installed) and chunked: the host's numbers, on device."""
+    """CUDA tensors, Triton (by default where installed, and demanded) and chunked: the host's
+    numbers, on device."""
     from paritygate.backends import _triton
 
     for name, a, e, tol in CASES:
-        # a named Triton variant refuses pairs Triton does not take (float64, integers, empty):
+        # a demanded Triton path refuses pairs Triton does not take (float64, integers, empty):
         # those run as auto, which is what a user's unset variable does
         takes = a.size > 0 and {a.dtype.name, e.dtype.name} <= set(_triton.FLOAT_INPUTS)
         monkeypatch.setenv(torch_backend.KERNEL_ENV, kernel if takes else "auto")
@@ -257,23 +258,24 @@ def test_cuda_cosine_of_x_with_itself_and_triton_matches_chunked(monkeypatch):
     r = torch_backend.compare_arrays(x, x.clone(), Tolerance(min_cosine=1 - 1e-12), "x")
     assert abs(r.cosine - 1.0) <= 1e-12 and r.passed
     tol = Tolerance(atol=0.5, rtol=1e-3, max_ulp=1)
-    fused = torch_backend.compare_arrays(y, x, tol, "x")
+    triton = torch_backend.compare_arrays(y, x, tol, "x")
     monkeypatch.setenv(torch_backend.KERNEL_ENV, "chunked")
     chunked = torch_backend.compare_arrays(y, x, tol, "x")
     # the kernel's float32 arithmetic: counts and ULPs exact, floats within float32 rounding
-    check(fused, chunked, rel=1e-6, cosine_abs=1e-9)
+    check(triton, chunked, rel=1e-6, cosine_abs=1e-9)
 
 
-@pytest.mark.parametrize("kernel", ["triton", "triton-fused"])
-def test_kernel_choice_is_checked(monkeypatch, kernel):
-    """PARITYGATE_TORCH_KERNEL: an unknown value and a demanded Triton kernel that cannot run
-    (CPU tensors) are one-line input errors; auto and chunked compare on the CPU."""
+def test_kernel_choice_is_checked(monkeypatch):
+    """PARITYGATE_TORCH_KERNEL: an unknown value (the removed triton-fused included) and a demanded
+    Triton kernel that cannot run (CPU tensors) are one-line input errors; auto and chunked
+    compare on the CPU."""
     x = torch.arange(6, dtype=torch.float32)
-    monkeypatch.setenv(torch_backend.KERNEL_ENV, "fused")
-    with pytest.raises(InputError, match="auto, triton, triton-fused, chunked, got 'fused'"):
-        torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x")
-    monkeypatch.setenv(torch_backend.KERNEL_ENV, kernel)
-    with pytest.raises(InputError, match=f"{kernel} needs Triton and two contiguous CUDA tensors"):
+    for unknown in ("fused", "triton-fused"):
+        monkeypatch.setenv(torch_backend.KERNEL_ENV, unknown)
+        with pytest.raises(InputError, match=f"auto, triton, chunked, got '{unknown}'$"):
+            torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x")
+    monkeypatch.setenv(torch_backend.KERNEL_ENV, "triton")
+    with pytest.raises(InputError, match="triton needs Triton and two contiguous CUDA tensors"):
         torch_backend.compare_arrays(x, x.clone(), Tolerance(), "x")
     for choice in ("auto", "chunked"):
         monkeypatch.setenv(torch_backend.KERNEL_ENV, choice)
@@ -358,7 +360,7 @@ def test_two_frameworks_meet_on_the_host_and_say_so():
 
 
 # ---------------------------------------------------------------------------------------------
-# The fused Triton kernel, run by Triton's interpreter on CPU tensors: the same kernel source as on
+# The Triton kernels, run by Triton's interpreter on CPU tensors: the same kernel source as on
 # CUDA. TRITON_INTERPRET=1 must be set before Triton is first imported, so these run in a fresh
 # interpreter. Triton ships with the CUDA builds of torch only.
 
@@ -377,7 +379,7 @@ needs_triton = pytest.mark.skipif(
 _INTERPRETED = """
 import os, sys, json, traceback
 os.environ["TRITON_INTERPRET"] = "1"
-os.environ["PARITYGATE_TORCH_KERNEL"] = {kernel!r}
+os.environ["PARITYGATE_TORCH_KERNEL"] = "triton"
 TESTS = {tests!r}
 sys.path.insert(0, TESTS)
 import numpy as np, torch
@@ -389,8 +391,7 @@ FLOATS = _triton.FLOAT_INPUTS
 _triton.supports = lambda a, e, p: (
     p.size > 0 and p.dtype_actual in FLOATS and p.dtype_expected in FLOATS
 )
-_triton.BLOCK, _triton.TILE = 1 << 12, 1 << 9
-# split: tiles of 512 rows x VEC elements (1 or 2 per block), the exact pass in one step
+# tiles of 512 rows x VEC elements (1 or 2 per block), the exact pass in one step
 _triton.SPLIT_BLOCK, _triton.SPLIT_WARPS, _triton.SPLIT_ROWS = 1 << 12, 4, 4
 _triton.EXACT_TILE, _triton.EXACT_PROGRAMS = 1 << 12, 3
 
@@ -405,7 +406,7 @@ print("RESULT=" + json.dumps(out))
 """
 
 
-def run_interpreted(body: str, kernel: str = "triton") -> dict:
+def run_interpreted(body: str) -> dict:
     import json
     import os
     import subprocess
@@ -413,20 +414,16 @@ def run_interpreted(body: str, kernel: str = "triton") -> dict:
     import textwrap
 
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = _INTERPRETED.format(tests=tests, kernel=kernel, body=textwrap.dedent(body))
+    code = _INTERPRETED.format(tests=tests, body=textwrap.dedent(body))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT="))
     return json.loads(line[len("RESULT=") :])
 
 
-TRITON_VARIANTS = ["triton", "triton-fused"]  # split (the default), the former single kernel
-
-
 @needs_triton
-@pytest.mark.parametrize("kernel", TRITON_VARIANTS)
-def test_triton_kernel_agrees_with_the_host(kernel):
-    """Float32 arithmetic with float64 lane sums: counts, ULPs, failures and worst elements as
+def test_triton_kernel_agrees_with_the_host():
+    """Float32 arithmetic with float64 block sums: counts, ULPs, failures and worst elements as
     on the host, every float within 1e-6; blocks with a NaN or an infinity take the exact pass.
     A planted fault (the count of finite mismatches dropped) is caught by the same check."""
     out = run_interpreted(
@@ -465,8 +462,7 @@ def test_triton_kernel_agrees_with_the_host(kernel):
             out["planted fault"] = "not caught"
         except AssertionError as exc:
             out["planted fault"] = str(exc)[:300]
-        """,
-        kernel,
+        """
     )
     planted = out.pop("planted fault")
     assert planted.startswith("passed") or planted.startswith("mismatches"), planted
@@ -474,8 +470,7 @@ def test_triton_kernel_agrees_with_the_host(kernel):
 
 
 @needs_triton
-@pytest.mark.parametrize("kernel", TRITON_VARIANTS)
-def test_triton_decisions_at_the_bound_are_exact(kernel):
+def test_triton_decisions_at_the_bound_are_exact():
     """Elements within float32 rounding of atol + rtol |e| are decided in float64 by the exact
     pass, as the host decides them; without that pass (NEAR = 0, and the split kernels' float32
     bounds rounded to nearest instead of outward) the float32 decisions of some differ and the
@@ -496,8 +491,7 @@ def test_triton_decisions_at_the_bound_are_exact(kernel):
                 _triton._float32_above = _triton._float32_below = lambda x: float(np.float32(x))
             got = torch_backend.compare_arrays(torch.from_numpy(a), torch.from_numpy(e), tol, "x")
             out[str(near)] = got.mismatches
-        """,
-        kernel,
+        """
     )
     assert 0 < out["host"] < 1 << 14, out  # a real split at the bound
     assert out["1e-06"] == out["host"], out
@@ -525,7 +519,7 @@ def test_triton_one_minus_cosine_within_the_float32_bound():
 
 
 def split_blocks(B: int) -> tuple:
-    """Six blocks of B float32 elements for the split variant: 0 clean (with a sign flip 2**31
+    """Six blocks of B float32 elements for the split kernels: 0 clean (with a sign flip 2**31
     ULP apart: the unsigned distance), 1 a NaN, 2 an element past the bound by less than NEAR
     (relative), 3 a float32 overflow of a - e, 4 values whose squares underflow float32, 5 the
     partial last block. Returns (actual, expected, tolerance, relative distance of block 2's

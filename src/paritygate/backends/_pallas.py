@@ -2,7 +2,7 @@
 
 Each program reads ``BLOCK`` elements of both arrays in tiles of ``TILE`` (float32 arithmetic, one
 float32 partial per lane and statistic: ``BLOCK / TILE`` terms each, added in float64 when the
-block closes, as the fused Triton kernel of the torch backend does) and writes the row of its block
+block closes, as the fast Triton kernel of the torch backend does) and writes the row of its block
 in the layout of :func:`paritygate.backends.jax._block_partials`: six sums, the six float maxima,
 the block's rank (largest excess among elements that differ), the counts and the ULP maximum. The
 rows are then reduced by the JAX backend's own reduction (sums in levels, maxima, counts, and the

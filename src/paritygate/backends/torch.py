@@ -13,8 +13,8 @@ Complex tensors are compared as (real, imaginary) pairs along a last axis of len
 Accuracy: the chunked path compares values and accumulates sums in float64 (CPU and CUDA; MPS has
 no float64 and uses float32 there), so ``cosine(x, x)`` is 1 within 1e-12, and
 ``one_minus_cosine`` is within ``1e-12 * |a - e|^2 / (2 |a| |e|)`` of its exact value (relative
-precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). The fused Triton
-kernel computes in float32 with float64 block sums: within ``2e-6 * ...``, counts and ULPs exact
+precision near cos = 1; tests/test_backend_cosine.py, also run on an H200). The Triton kernels
+compute in float32 with float64 block sums: within ``2e-6 * ...``, counts and ULPs exact
 (:mod:`paritygate.backends._triton`). Integers are
 compared in float64
 with an exact inequality test, so no wrap-around occurs and a difference of one is never lost;
@@ -23,12 +23,11 @@ compared as 0/1 exactly.
 
 A numpy array on the other side is moved to the tensor's device one chunk at a time.
 
-Two contiguous CUDA tensors of bfloat16 / float16 / float32 take a fused Triton kernel when Triton
+Two contiguous CUDA tensors of bfloat16 / float16 / float32 take the Triton kernels when Triton
 is installed (:mod:`paritygate.backends._triton`): one pass over both tensors, the same
 definitions, the same single transfer. ``PARITYGATE_TORCH_KERNEL`` picks the path: ``auto`` (the
-default: the split Triton kernels where they apply, else the chunked path), ``triton`` (demands
-the split kernels: a float32 pass, then float64 over the blocks it flags), ``triton-fused``
-(demands the former single kernel, its float64 pass a branch inside it) or ``chunked``.
+default: the Triton kernels where they apply, else the chunked path), ``triton`` (demands the
+Triton kernels: a float32 pass, then float64 over the blocks it flags) or ``chunked``.
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ name = "torch"
 CHUNK_CPU = 1 << 18  # 256 Ki elements: float64 temporaries of 2 MiB, cache-friendly on the host
 CHUNK_DEVICE = 1 << 22  # 4 Mi elements: ~15 float64 temporaries stay well under 1 GiB
 
-KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | triton | triton-fused | chunked
-KERNEL_CHOICES = ("auto", "triton", "triton-fused", "chunked")
+KERNEL_ENV = "PARITYGATE_TORCH_KERNEL"  # auto | triton | chunked
+KERNEL_CHOICES = ("auto", "triton", "chunked")
 
 
 def _torch() -> Any:
@@ -296,9 +295,8 @@ def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) 
         return _compare_complex(actual, expected, side_a, side_e, tolerance, path)
     p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, path)
     ktol = kernel_tolerance(p, tolerance)
-    variant = _triton_variant(actual, expected, p)
-    if variant is not None:
-        stats_vec, worst = _reduce_triton(actual, expected, p, ktol, variant)
+    if _use_triton(actual, expected, p):
+        stats_vec, worst = _reduce_triton(actual, expected, p, ktol)
     else:
         stats_vec, worst = _reduce(side_a, side_e, p, ktol, device)
     stats = raw_stats(p, *split_stats(stats_vec, worst), ktol)
@@ -338,8 +336,8 @@ def _compare_complex(
     return result
 
 
-def _triton_variant(actual: Any, expected: Any, p: Any) -> str | None:
-    """The Triton variant for float CUDA tensors (None: the chunked path), by
+def _use_triton(actual: Any, expected: Any, p: Any) -> bool:
+    """Whether the Triton kernels compare these tensors (else the chunked path), by
     PARITYGATE_TORCH_KERNEL."""
     import os
 
@@ -347,7 +345,7 @@ def _triton_variant(actual: Any, expected: Any, p: Any) -> str | None:
     if choice not in KERNEL_CHOICES:
         raise InputError(f"{KERNEL_ENV} must be one of {', '.join(KERNEL_CHOICES)}, got {choice!r}")
     if choice == "chunked":
-        return None
+        return False
     from . import _triton
 
     supported = _triton.supports(actual, expected, p)
@@ -357,12 +355,10 @@ def _triton_variant(actual: Any, expected: Any, p: Any) -> str | None:
             "float16 or float32",
             where=p.path or None,
         )
-    if not supported:
-        return None
-    return "fused" if choice == "triton-fused" else "split"
+    return supported
 
 
-def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance, variant: str) -> tuple:
+def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance) -> tuple:
     torch = _torch()
     from . import _triton
 
@@ -372,9 +368,7 @@ def _reduce_triton(actual: Any, expected: Any, p: Any, tol: Tolerance, variant: 
         return _chunk_stats(a, e, p, tol, acc, k, True)[1]
 
     with torch.no_grad():
-        parts, kk = _triton.reduce(
-            actual.detach(), expected.detach(), p, tol, acc, revisit, variant
-        )
+        parts, kk = _triton.reduce(actual.detach(), expected.detach(), p, tol, acc, revisit)
         # The single device-to-host transfer (and the single synchronization) of the comparison.
         host = torch.cat([x.to(acc).reshape(-1) for x in parts]).cpu().numpy()
     return host, kk
