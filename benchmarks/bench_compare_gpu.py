@@ -41,6 +41,23 @@ import time
 TORCH_KERNELS = ("triton", "chunked")
 
 
+def agrees(k, c, cosine_rel: float) -> bool:
+    """A float32 kernel's report ``k`` against the chunked path's ``c``: counts, ULPs, max_abs and
+    the worst elements exactly; mean_abs within 1e-6 and 1 - cosine within ``cosine_rel``
+    (relative), the float32 bounds (the chunked path sums in float64)."""
+    return (
+        k.mismatches == c.mismatches
+        and k.ulp_max == c.ulp_max
+        and k.ulp_nonzero == c.ulp_nonzero
+        and k.ulp_over == c.ulp_over
+        and k.nonfinite == c.nonfinite
+        and k.max_abs == c.max_abs
+        and abs(k.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
+        and abs(k.one_minus_cosine - c.one_minus_cosine) <= cosine_rel * c.one_minus_cosine
+        and [(w.index, w.excess) for w in k.worst] == [(w.index, w.excess) for w in c.worst]
+    )
+
+
 def bench_torch(
     reps: int,
     tune: bool,
@@ -187,19 +204,7 @@ def bench_torch(
         out["pass_passed"] = bool(results["paritygate_triton_pass"].passed)
     if "paritygate_triton_fail" in results and "paritygate_chunked_fail" in results:
         t, c = results["paritygate_triton_fail"], results["paritygate_chunked_fail"]
-        # Counts, ULPs, max_abs and the worst elements exactly; the float32 sums within the float32
-        # bound (the chunked path sums in float64).
-        out["agrees_with_chunked"] = (
-            t.mismatches == c.mismatches
-            and t.ulp_max == c.ulp_max
-            and t.ulp_nonzero == c.ulp_nonzero
-            and t.ulp_over == c.ulp_over
-            and t.nonfinite == c.nonfinite
-            and t.max_abs == c.max_abs
-            and abs(t.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
-            and abs(t.one_minus_cosine - c.one_minus_cosine) <= 2e-6 * c.one_minus_cosine
-            and [(w.index, w.excess) for w in t.worst] == [(w.index, w.excess) for w in c.worst]
-        )
+        out["agrees_with_chunked"] = agrees(t, c, cosine_rel=2e-6)
         out["mean_abs_rel_diff_chunked"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
     return out
 
@@ -402,18 +407,7 @@ def bench_jax(reps: int, n: int = 1 << 31) -> dict:
         results["paritygate_pallas_fail"] = results["paritygate_pallas_ieee_fail"]
     c, k = results.get("paritygate_chunked_fail"), results.get("paritygate_pallas_fail")
     if c is not None and k is not None:
-        # Counts, ULPs, max_abs and the worst elements exactly; sums within the float32 bounds.
-        out["kernels_agree"] = (
-            k.mismatches == c.mismatches
-            and k.ulp_max == c.ulp_max
-            and k.ulp_nonzero == c.ulp_nonzero
-            and k.ulp_over == c.ulp_over
-            and k.nonfinite == c.nonfinite
-            and k.max_abs == c.max_abs
-            and abs(k.mean_abs - c.mean_abs) <= 1e-6 * c.mean_abs
-            and abs(k.one_minus_cosine - c.one_minus_cosine) <= 4e-6 * c.one_minus_cosine
-            and [(w.index, w.excess) for w in k.worst] == [(w.index, w.excess) for w in c.worst]
-        )
+        out["kernels_agree"] = agrees(k, c, cosine_rel=4e-6)
         out["mean_abs_rel_diff"] = abs(k.mean_abs - c.mean_abs) / c.mean_abs
         out["one_minus_cosine_rel_diff"] = (
             abs(k.one_minus_cosine - c.one_minus_cosine) / c.one_minus_cosine

@@ -549,7 +549,7 @@ def _mlx_cuda() -> bool:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _mlx_cuda(), reason="needs MLX's CUDA backend and an NVIDIA GPU")
+@pytest.mark.skipif(not _mlx_cuda(), reason="needs an NVIDIA GPU (MLX's CUDA backend)")
 def test_one_pass_kernel_on_cuda_matches_the_host(monkeypatch):
     """On a CUDA GPU the kernel is taken (for same-dtype float pairs) and gives the host engine's
     exact fields, as the chunked path does."""
