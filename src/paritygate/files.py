@@ -340,8 +340,9 @@ def _load_npy(data: bytes, where: str, member: str | None = None):
             raise InputError("is empty, not a .npy array", where=label)
         raise InputError("not a .npy file (no NUMPY header)", where=label)
     _check_npy_size(data, label)
+    stream = io.BytesIO(data)
     try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
+        array = np.load(stream, allow_pickle=False)
     except ValueError as exc:
         text = str(exc)
         if "allow_pickle" in text or "Object arrays" in text:
@@ -353,7 +354,28 @@ def _load_npy(data: bytes, where: str, member: str | None = None):
         raise InputError(f"corrupt or truncated .npy data ({exc})", where=label) from None
     if array.dtype.hasobject:  # defensive: np.load already refuses these without pickle
         raise InputError("holds an object array; refused", where=label, hint=_NO_PICKLE_HINT)
+    _check_npy_end(data, stream.tell(), label)
     return array
+
+
+def _check_npy_end(data: bytes, end: int, label: str) -> None:
+    """A .npy file holds one array and nothing after it: np.load reads the first array of two
+    concatenated ones and ignores trailing bytes, so either would pass unseen."""
+    left = len(data) - end
+    if not left:
+        return
+    if data.startswith(_NPY_MAGIC, end):
+        raise InputError(
+            f"holds a second .npy array after the first (at byte {end}); a .npy file holds one "
+            "array, and which one is the output would be a guess",
+            where=label,
+            hint="save several arrays as .npz or .safetensors",
+        )
+    raise InputError(
+        f"has {left} byte(s) after the array its header describes (at byte {end}); "
+        "corrupt, or two files written into one",
+        where=label,
+    )
 
 
 def _load_npz(path: Path, data: bytes, where: str) -> dict[str, Any]:
@@ -380,7 +402,14 @@ def _load_npz(path: Path, data: bytes, where: str) -> dict[str, Any]:
                         where=where,
                         hint=_NO_PICKLE_HINT,
                     )
-                outputs[name[: -len(".npy")]] = _load_npy(archive.read(name), where, name[:-4])
+                if name[: -len(".npy")] in outputs:
+                    # zip allows two members of one name; np.load would keep one of them
+                    raise InputError(
+                        f"archive member {name!r} appears twice; which array is the output "
+                        "would be a guess",
+                        where=where,
+                    )
+                outputs[name[: -len(".npy")]] = _load_npy(archive.read(info), where, name[:-4])
     except InputError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
@@ -419,8 +448,35 @@ def _load_json(data: bytes, where: str) -> Any:
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where=where
         ) from None
     except RecursionError:
-        raise InputError("JSON nested too deeply", where=where) from None
+        raise InputError(
+            f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)", where=where
+        ) from None
+    _check_json_depth(tree, where)
     return tree
+
+
+#: How deep a JSON document may nest. An output tree is a few levels of names over arrays of at
+#: most 64 dimensions; a deeper document is refused on reading rather than overflowing the
+#: recursion of whatever walks it next (the flattener, the comparison).
+MAX_JSON_DEPTH = 200
+
+
+def _check_json_depth(tree: Any, where: str) -> None:
+    level: list[Any] = [tree] if isinstance(tree, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise InputError(
+                f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)", where=where
+            )
+        deeper: list[Any] = []
+        for node in level:
+            if isinstance(node, dict):
+                deeper.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            else:
+                deeper.extend(v for v in node if isinstance(v, (dict, list)))
+        level = deeper
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ __all__ = ["flatten_outputs", "nest_outputs", "ROOT"]
 ROOT = ""
 
 _SCALARS = (bool, int, float, complex, np.generic)
+# numpy's limit on dimensions (32 before numpy 2)
+_MAX_DIMS = getattr(np, "MAXDIMS", None) or (64 if int(np.__version__.split(".")[0]) >= 2 else 32)
 
 
 def framework_backend(obj: Any) -> Any | None:
@@ -151,7 +153,14 @@ def _flatten(node: Any, path: str, leaves: dict[str, Any]) -> None:
                 )
             _flatten(value, _join(path, key), leaves)
     elif isinstance(node, (list, tuple)):
-        if _numeric_shape(node) is not None:
+        shape = _numeric_shape(node)
+        if shape is not None and len(shape) > _MAX_DIMS:
+            raise InputError(
+                f"a list of numbers nested {len(shape)} levels deep; an array has at most "
+                f"{_MAX_DIMS} dimensions",
+                where=where,
+            )
+        if shape is not None:
             _add(leaves, path, np.asarray(node))
         else:
             for i, value in enumerate(node):

@@ -406,3 +406,80 @@ def test_read_text_is_one_error_naming_the_file(tmp_path):
     assert info.value.where == str(tmp_path / "bad.toml")
     with pytest.raises(InputError, match="is a directory"):
         read_text(tmp_path, "doc")
+
+
+# ---------------------------------------------------------------------------------------------
+# fault sweep: files that np.load or json would read while something in them is lost
+
+
+def _npy_bytes(array: np.ndarray, version: tuple[int, int] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, version=version, allow_pickle=False)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("version", [None, (3, 0)])
+def test_npy_holding_two_arrays_or_trailing_bytes_is_refused(tmp_path, version):
+    first, second = np.arange(3.0), np.arange(3.0) + 1
+    good = tmp_path / "good.npy"
+    good.write_bytes(_npy_bytes(first, version))
+    np.testing.assert_array_equal(load_outputs(good)["good"], first)
+
+    two = tmp_path / "two.npy"
+    two.write_bytes(_npy_bytes(first, version) + _npy_bytes(second, version))
+    with pytest.raises(InputError, match="holds a second .npy array after the first") as info:
+        load_outputs(two)
+    assert info.value.where == str(two) and "\n" not in _one_line(info)
+
+    trailing = tmp_path / "trailing.npy"
+    trailing.write_bytes(_npy_bytes(first, version) + b"garbage")
+    with pytest.raises(InputError, match=r"has 7 byte\(s\) after the array") as info:
+        load_outputs(trailing)
+    assert info.value.where == str(trailing)
+
+
+def test_npz_member_with_trailing_bytes_names_the_member(tmp_path):
+    path = tmp_path / "o.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x.npy", _npy_bytes(np.arange(3.0)) + _npy_bytes(np.arange(2.0)))
+    with pytest.raises(InputError, match="second .npy array") as info:
+        load_outputs(path)
+    assert info.value.where == f"{path}[x]"
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize("same", [False, True])
+def test_npz_with_a_member_name_twice_is_refused(tmp_path, same):
+    path = tmp_path / "dup.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x.npy", _npy_bytes(np.arange(3.0)))
+        archive.writestr("x.npy", _npy_bytes(np.arange(3.0) + (0 if same else 1)))
+    with pytest.raises(InputError, match="member 'x.npy' appears twice") as info:
+        load_outputs(path)
+    assert info.value.where == str(path)
+
+
+def test_json_nested_too_deeply_is_one_input_error(tmp_path):
+    from paritygate.files import MAX_JSON_DEPTH, load_case
+
+    ok = tmp_path / "ok.json"
+    depth = MAX_JSON_DEPTH - 1  # under the object that names it
+    ok.write_text('{"x": ' + '["a", ' * depth + "1" + "]" * depth + "}")
+    assert sorted(flatten_outputs(load_outputs(ok)))[0].startswith("x/0")
+    for depth in (MAX_JSON_DEPTH, 980, 100_000):  # under, near and past Python's own recursion
+        path = tmp_path / f"deep{depth}.json"
+        path.write_text('{"x": ' + "[" * depth + "]" * depth + "}")
+        with pytest.raises(InputError, match="JSON nested too deeply") as info:
+            load_outputs(path)
+        assert info.value.where == str(path)
+        with pytest.raises(InputError, match="JSON nested too deeply"):
+            load_case(path)
+
+
+def test_numeric_list_with_more_dimensions_than_an_array_is_one_input_error(tmp_path):
+    path = tmp_path / "o.json"
+    path.write_text('{"x": ' + "[" * 65 + "1" + "]" * 65 + "}")
+    with pytest.raises(InputError, match="nested 65 levels deep; an array has at most 64"):
+        flatten_outputs(load_outputs(path))
+    path.write_text('{"x": ' + "[" * 64 + "1" + "]" * 64 + "}")
+    assert flatten_outputs(load_outputs(path))["x"].ndim == 64
