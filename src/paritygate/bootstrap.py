@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,10 +374,10 @@ def config_from_spec(spec: Path, **flags: Any) -> BootstrapConfig:
     """
     table: dict[str, Any] = {}
     if spec is not None and Path(spec).is_file():
-        try:
-            data = tomllib.loads(Path(spec).read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"malformed TOML: {exc}", where=str(spec)) from None
+        from .files import read_text
+        from .spec import parse_toml
+
+        data = parse_toml(read_text(spec, "spec", error=SpecError), spec)
         if "tool" in data and "paritygate" in data.get("tool", {}):
             data = data["tool"]["paritygate"]
         table = data.get("bootstrap", {}) or {}

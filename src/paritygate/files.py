@@ -45,6 +45,7 @@ __all__ = [
     "atomic_write_text",
     "read_text",
     "sha256_file",
+    "check_nesting",
 ]
 
 SUPPORTED_SUFFIXES = (".safetensors", ".npz", ".npy", ".json")
@@ -451,7 +452,7 @@ def _load_json(data: bytes, where: str) -> Any:
         raise InputError(
             f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)", where=where
         ) from None
-    _check_json_depth(tree, where)
+    check_nesting(tree, where, limit=MAX_JSON_DEPTH, what="JSON")
     return tree
 
 
@@ -461,21 +462,21 @@ def _load_json(data: bytes, where: str) -> Any:
 MAX_JSON_DEPTH = 200
 
 
-def _check_json_depth(tree: Any, where: str) -> None:
+def check_nesting(
+    tree: Any, where: str, *, limit: int, what: str, error: type[UserError] = InputError
+) -> None:
+    """Refuse a parsed document (dicts and lists) nested more than ``limit`` levels deep with one
+    ``error`` naming ``where``; walked level by level, so the check itself cannot overflow."""
     level: list[Any] = [tree] if isinstance(tree, (dict, list)) else []
     depth = 0
     while level:
         depth += 1
-        if depth > MAX_JSON_DEPTH:
-            raise InputError(
-                f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)", where=where
-            )
+        if depth > limit:
+            raise error(f"{what} nested too deeply (more than {limit} levels)", where=where)
         deeper: list[Any] = []
         for node in level:
-            if isinstance(node, dict):
-                deeper.extend(v for v in node.values() if isinstance(v, (dict, list)))
-            else:
-                deeper.extend(v for v in node if isinstance(v, (dict, list)))
+            values = node.values() if isinstance(node, dict) else node
+            deeper.extend(v for v in values if isinstance(v, (dict, list)))
         level = deeper
 
 

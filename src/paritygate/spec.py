@@ -27,7 +27,7 @@ from . import claim_metrics
 from ._dtypes import ML_DTYPES_NAMES
 from .approximation import ActivityBand
 from .errors import SpecError
-from .files import atomic_write_text, load_case, read_text
+from .files import atomic_write_text, check_nesting, load_case, read_text
 
 __all__ = [
     "SPEC_FORMAT_VERSION",
@@ -325,8 +325,8 @@ def find_spec(start: str | Path = ".") -> Path:
             return candidate
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+                data = parse_toml(candidate.read_text(encoding="utf-8"), candidate)
+            except (SpecError, UnicodeDecodeError):
                 continue
             if "paritygate" in data.get("tool", {}):
                 return candidate
@@ -362,11 +362,37 @@ def read_spec_document(path: str | Path) -> tuple[str, dict[str, Any], tuple[str
     return text, data, table
 
 
-def _paritygate_table(text: str, path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
+#: How deep a spec may nest arrays and tables: a spec is a few levels of tables (claims.<id>.params)
+#: over short lists; a deeper document is refused before anything walks it.
+MAX_SPEC_DEPTH = 64
+
+
+def parse_toml(text: str, path: str | Path, **options: Any) -> dict[str, Any]:
+    """A spec document parsed by :mod:`tomllib` (``options`` go to :func:`tomllib.loads`);
+    malformed TOML, or TOML nested deeper than :data:`MAX_SPEC_DEPTH`, is one SpecError naming
+    the file (tomllib recurses per level: a deep document would overflow Python's stack)."""
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(text, **options)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
+    except RecursionError:
+        raise SpecError(
+            f"TOML nested too deeply (more than {MAX_SPEC_DEPTH} levels)", where=str(path)
+        ) from None
+    except ValueError as exc:  # e.g. an integer past int()'s digit limit
+        raise SpecError(f"malformed TOML: {exc}", where=str(path)) from None
+    check_nesting(
+        data,
+        str(path),
+        limit=MAX_SPEC_DEPTH,
+        what="TOML",
+        error=SpecError,
+    )
+    return data
+
+
+def _paritygate_table(text: str, path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
+    data = parse_toml(text, path)
     table: tuple[str, ...] = ()
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
@@ -446,13 +472,28 @@ class _Validator:
         return tuple(value)
 
     def number(self, value: Any, key: str) -> float:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._integer_as_float(value, key)
+        if not isinstance(value, float) or not math.isfinite(value):
             raise self.error(key, f"expected a finite number, got {_kind(value)}")
-        return float(value)
+        return value
+
+    def _integer_as_float(self, value: int, key: str) -> float:
+        """An integer the float64 it is compared as holds exactly; any other is refused rather
+        than silently rounded (``99999999999999999999`` would be read as 1e20)."""
+        try:
+            as_float = float(value)
+        except OverflowError:
+            raise self.error(
+                key, f"the integer {_digits(value)} is beyond the largest float64 number"
+            ) from None
+        if int(as_float) != value:
+            raise self.error(
+                key,
+                f"the integer {_digits(value)} has no exact float64 value (it would be read as "
+                f"{as_float!r}); write it as a float ({as_float!r}) if that is meant",
+            )
+        return as_float
 
     def inside(self, value: Any, key: str, *, must_exist: bool = False) -> Path:
         if not isinstance(value, str) or not value:
@@ -1176,6 +1217,13 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a table"
     return type(value).__name__
+
+
+def _digits(value: int) -> str:
+    text = str(abs(value)) if abs(value) < 10**40 else None
+    if text is None:
+        return f"{'-' if value < 0 else ''}of {len(str(abs(value)))} digits"
+    return str(value)
 
 
 def _plain(value: Any) -> Any:

@@ -264,3 +264,57 @@ def test_in_process_timeout_is_opt_in_and_commands_default_to_600_s(tmp_path):
         ),
     )
     assert "runners.cand.timeout" in text and "expected a number of seconds > 0" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# fault sweep: specs that overflowed the parser's recursion or were silently rounded
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "x = " + "[" * 100_000 + "]" * 100_000,  # past tomllib's own recursion
+        "x = " + "{a = " * 20_000 + "1" + "}" * 20_000,
+        "x = " + "[" * 65 + "]" * 65,  # parses, but deeper than any spec
+    ],
+    ids=["arrays-100k", "inline-tables-20k", "arrays-65"],
+)
+def test_spec_nested_too_deeply_is_one_spec_error(tmp_path, nested):
+    path = make_project(tmp_path, nested + "\n" + TINY_SPEC)
+    with pytest.raises(SpecError, match="TOML nested too deeply") as info:
+        load_spec(path)
+    assert info.value.where == str(path) and "\n" not in info.value.one_line()
+
+
+def test_spec_nesting_within_the_limit_still_loads(tmp_path):
+    from paritygate.spec import MAX_SPEC_DEPTH
+
+    depth = MAX_SPEC_DEPTH - 4  # under the document, claims, y-close and basis
+    spec_text = TINY_SPEC + "\n[claims.y-close.basis]\nx = " + "[" * depth + "]" * depth + "\n"
+    spec = load_spec(make_project(tmp_path, spec_text.replace("provisional", "calibrated")))
+    assert spec.claims["y-close"].basis["x"] == eval("[" * depth + "]" * depth)
+
+
+@pytest.mark.parametrize(
+    "written, message",
+    [
+        ("99999999999999999999", "the integer 99999999999999999999 has no exact float64 value"),
+        ("9007199254740993", "the integer 9007199254740993 has no exact float64 value"),
+        ("1" + "0" * 400, "the integer of 401 digits is beyond the largest float64 number"),
+    ],
+)
+def test_integer_bound_a_float_cannot_hold_is_refused(tmp_path, written, message):
+    text = _error(tmp_path, TINY_SPEC.replace("bound = 1e-5", f"bound = {written}"))
+    assert "claims.y-close.bound" in text and message in text
+    if "no exact" in message:
+        assert "write it as a float" in text
+
+
+def test_integer_bounds_a_float_holds_exactly_still_load(tmp_path):
+    spec_text = TINY_SPEC.replace("bound = 1e-5", "bound = 9007199254740992")
+    assert load_spec(make_project(tmp_path / "a", spec_text)).claims["y-close"].bound == 2.0**53
+    spec_text = TINY_SPEC.replace("bound = 1e-5", "bound = 1e20")
+    assert load_spec(make_project(tmp_path / "b", spec_text)).claims["y-close"].bound == 1e20
+    spec_text = TINY_SPEC.replace("bound = 1e-5", "bound = 3")
+    bound = load_spec(make_project(tmp_path / "c", spec_text)).claims["y-close"].bound
+    assert bound == 3.0 and type(bound) is float
