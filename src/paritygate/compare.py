@@ -100,13 +100,68 @@ def compare(
     leaves_expected = flatten_outputs(expected)
     missing = [path for path in leaves_expected if path not in leaves_actual]
     extra = [path for path in leaves_actual if path not in leaves_expected]
+    empty_against_nested = _empty_against_nested(
+        missing, extra, leaves_actual, leaves_expected, tol
+    )
     _check_same_structure(missing, extra, leaves_actual, leaves_expected)
     outputs = [
         compare_output(leaves_actual[path], leaf, tol, path)
         for path, leaf in leaves_expected.items()
         if path in leaves_actual
-    ]
+    ] + empty_against_nested
     return Comparison(outputs=outputs, missing=missing, extra=extra, tolerance=tol, label=label)
+
+
+def _empty_leaf(leaf: Any) -> tuple[tuple[int, ...], str] | None:
+    facts = _shape_and_dtype(leaf, framework_backend(leaf))
+    if facts is None or math.prod(facts[0]) != 0:
+        return None
+    return facts
+
+
+def _empty_against_nested(
+    missing: list[str],
+    extra: list[str],
+    leaves_actual: dict,
+    leaves_expected: dict,
+    tolerance: Tolerance,
+) -> list[OutputComparison]:
+    """An empty output on one side where the other nests outputs (JSON ``[]`` against
+    ``["a"]``: an empty list reads as an empty array, a list of strings as one output per
+    element) is an empty output against a non-empty one: a size failure, not a structure
+    mismatch. The paths involved leave ``missing`` / ``extra`` (edited in place)."""
+    found: list[OutputComparison] = []
+    for side, leaves, others, other_paths in (
+        ("actual", leaves_actual, missing, extra),
+        ("expected", leaves_expected, extra, missing),
+    ):
+        for path in list(other_paths):
+            inside = _nested_under(path, others)
+            facts = _empty_leaf(leaves[path]) if inside else None
+            if facts is None:
+                continue
+            shape, dtype = facts
+            nested_shape = (len(inside),)
+            shape_a, shape_e = (shape, nested_shape) if side == "actual" else (nested_shape, shape)
+            dtype_a, dtype_e = (dtype, "nested") if side == "actual" else ("nested", dtype)
+            found.append(
+                _size_failure(
+                    path,
+                    tolerance,
+                    shape_a,
+                    shape_e,
+                    dtype_a,
+                    dtype_e,
+                    "none",
+                    None,
+                    "host",
+                    nested=inside,
+                )
+            )
+            other_paths.remove(path)
+            for nested in inside:
+                others.remove(nested)
+    return found
 
 
 def _nested_under(path: str, others: list[str]) -> list[str]:
@@ -243,15 +298,48 @@ def _empty_against_non_empty(
     if (size_a == 0) == (size_e == 0) or "other" in (dtype_kind(dtype_a), dtype_kind(dtype_e)):
         return None  # strings, objects ...: the kernels' own checks name what is wrong
     compared_as, promotion, _ = promote(dtype_a, dtype_e, path=path)
+    return _size_failure(
+        path,
+        tolerance,
+        shape_a,
+        shape_e,
+        dtype_a,
+        dtype_e,
+        compared_as,
+        promotion,
+        (backend_actual or backend_expected or host).name,
+    )
+
+
+def _size_failure(
+    path: str,
+    tolerance: Tolerance,
+    shape_a: tuple[int, ...],
+    shape_e: tuple[int, ...],
+    dtype_a: str,
+    dtype_e: str,
+    compared_as: str,
+    promotion: str | None,
+    backend: str,
+    nested: list[str] | None = None,
+) -> OutputComparison:
+    """The failing result of an empty output against a non-empty one (``nested``: the other
+    side holds these outputs under the path instead of one array; its shape is their count)."""
+    size_a, size_e = math.prod(shape_a), math.prod(shape_e)
     empty, full, full_shape = (
         ("actual", "expected", shape_e) if size_a == 0 else ("expected", "actual", shape_a)
+    )
+    has = (
+        f"{len(nested)} nested output(s) ({_some(nested)})"
+        if nested is not None
+        else f"{max(size_a, size_e)} element(s) with shape {full_shape}"
     )
     failure = Failure(
         "size",
         bound=size_e,
         observed=size_a,
-        detail=f"{empty} is empty with shape {shape_a if size_a == 0 else shape_e}, "
-        f"{full} has {max(size_a, size_e)} element(s) with shape {full_shape}",
+        detail=f"{empty} is empty with shape {shape_a if size_a == 0 else shape_e}, {full} has "
+        + has,
     )
     return OutputComparison(
         path=path,
@@ -265,7 +353,7 @@ def _empty_against_non_empty(
         tolerance=tolerance,
         cosine_undefined=f"{empty} is empty",
         failures=[failure],
-        backend=(backend_actual or backend_expected or host).name,
+        backend=backend,
     )
 
 
@@ -299,8 +387,11 @@ def _compare_host(actual: Any, expected: Any, tolerance: Tolerance, path: str) -
 def _strings_of_objects(x: np.ndarray) -> np.ndarray:
     """An object array holding only Python strings (what ONNX Runtime returns for string
     outputs) as a string array, compared exactly; any other object array is left to be refused."""
-    if x.dtype.kind != "O" or x.size == 0:
+    if x.dtype.kind != "O":
         return x
+    if x.size == 0:
+        # An empty string output (ONNX Runtime gives object arrays): holds no object at all.
+        return np.empty(x.shape, dtype=str)
     items = x.reshape(-1).tolist()
     if all(isinstance(v, str) for v in items):
         return np.array(items, dtype=str).reshape(x.shape)
@@ -380,7 +471,26 @@ def _compare_text(actual: Any, expected: Any, tolerance: Tolerance, path: str) -
 def _compare_string_arrays(
     a: np.ndarray, e: np.ndarray, tolerance: Tolerance, path: str
 ) -> OutputComparison:
-    """Arrays of strings compare exactly, element by element."""
+    """Arrays of strings compare exactly, element by element; an empty one against a non-empty
+    one fails on its size, as numeric outputs do."""
+    if a.shape != e.shape and (a.size == 0) != (e.size == 0):
+        if (a.dtype.kind == "S") != (e.dtype.kind == "S"):
+            raise InputError(
+                f"cannot compare actual {_describe(a)} with expected {_describe(e)}: "
+                "bytes against text",
+                where=path or None,
+            )
+        return _size_failure(
+            path,
+            tolerance,
+            a.shape,
+            e.shape,
+            host.dtype_name(a.dtype),
+            host.dtype_name(e.dtype),
+            "str",
+            None,
+            "host",
+        )
     if a.shape != e.shape:
         raise InputError(
             f"shape mismatch: actual {a.shape} {host.dtype_name(a.dtype)} vs expected {e.shape} "

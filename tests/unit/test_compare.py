@@ -431,3 +431,50 @@ def test_comparison_table_at_80_columns_keeps_every_header_and_cell_whole():
 def test_public_api_exported():
     for name in ("compare", "compare_output", "flatten_outputs", "assert_parity"):
         assert name in paritygate.__all__ and hasattr(paritygate, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# fault sweep: empty string outputs are compared, not refused
+
+
+@pytest.mark.parametrize("dtype", [object, str])
+def test_empty_string_outputs_compare_equal_and_fail_against_non_empty(dtype):
+    empty = np.empty((0,), dtype=dtype)
+    result = compare({"s": empty}, {"s": empty.copy()})
+    assert result and result.outputs[0].size == 0
+
+    for actual, expected, side in (
+        (empty, np.array(["a"], dtype=dtype), "actual"),
+        (np.array(["a"], dtype=dtype), empty, "expected"),
+    ):
+        result = compare({"s": actual}, {"s": expected})
+        assert not result
+        (failure,) = result.outputs[0].failures
+        assert failure.metric == "size" and f"{side} is empty with shape (0,)" in failure.detail
+
+    with pytest.raises(InputError, match=r"shape mismatch: actual \(0, 2\)"):
+        compare(np.empty((0, 2), dtype=dtype), np.empty((0, 3), dtype=dtype))
+    with pytest.raises(InputError, match="strings against numbers"):
+        compare(empty, np.array([1.0]))
+
+
+def test_empty_list_against_a_list_of_strings_is_a_size_failure_not_a_structure_mismatch():
+    result = compare({"s": []}, {"s": ["a", "b"]})
+    assert not result and result.missing == [] and result.extra == []
+    (output,) = result.outputs
+    assert output.path == "s" and [f.metric for f in output.failures] == ["size"]
+    assert "expected has 2 nested output(s) (s/0, s/1)" in output.failures[0].detail
+    result = compare({"s": ["a"]}, {"s": []})
+    assert (
+        not result and "actual has 1 nested output(s) (s/0)" in result.outputs[0].failures[0].detail
+    )
+    assert compare({"s": []}, {"s": []})
+    with pytest.raises(InputError, match="structure mismatch"):  # non-empty: still bad input
+        compare({"s": [1.0]}, {"s": ["a"]})
+
+
+def test_paired_byte_check_takes_two_empty_object_outputs_as_equal():
+    from paritygate.paired import byte_differences
+
+    empty = np.empty((0,), dtype=object)
+    assert byte_differences({"s": empty}, {"s": empty.copy()}) == []
