@@ -589,8 +589,7 @@ def _write_failure(
         return RecordError(
             f"no space left to write the reference: this record needs {need}{have}; {kept}",
             where=str(folder),
-            hint="free some space on that filesystem (or point `references` elsewhere), then "
-            "record again",
+            hint="free space on that filesystem or point `references` elsewhere, then record again",
         )
     name = f" {exc.filename}" if exc.filename else ""
     return RecordError(

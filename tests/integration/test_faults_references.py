@@ -58,6 +58,14 @@ def candidate_rerecords(case):
     return candidate32(case)
 
 
+def reference_edits_input(case):
+    """A reference that writes to its own input file (on case b)."""
+    out = reference(case)
+    if case.name == "b":
+        np.savez(case.path, x=case.load()["x"] * 2.0)
+    return out
+
+
 def candidate_edits_input(case):
     """A port that writes to its own input file (on case a) after computing its outputs."""
     out = candidate32(case)
@@ -69,8 +77,9 @@ def candidate_edits_input(case):
 assert "SCALE" in MODEL
 
 
-def _project(tmp_path, candidate: str = "candidate32"):
+def _project(tmp_path, candidate: str = "candidate32", reference: str = "reference"):
     spec = TINY_SPEC.replace('callable = "tiny:candidate32"', f'callable = "tiny:{candidate}"')
+    spec = spec.replace('callable = "tiny:reference"', f'callable = "tiny:{reference}"')
     return make_project(tmp_path, spec, modules={"tiny.py": MODEL})
 
 
@@ -320,3 +329,13 @@ def test_a_port_that_leaves_its_input_alone_passes(tmp_path, capsys):
     assert code == 0 and "modified" not in out, out
     assert spec.cases["a"].path.read_bytes() == before
     assert np.load(spec.cases["a"].path)["x"].shape == (3, 8)
+
+
+def test_a_reference_that_edits_its_own_input_is_refused_by_record(tmp_path, capsys):
+    path = _project(tmp_path, reference="reference_edits_input")
+    spec = load_spec(path)
+    code, err, _ = _cli(["record", str(path)], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert "reference runner reference modified the input file" in err[0], err
+    assert str(spec.cases["b"].path) in err[0] and "nothing was written" in err[0]
+    assert not (spec.references / "manifest.json").exists()
