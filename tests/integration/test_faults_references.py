@@ -205,6 +205,36 @@ def test_a_gate_spanning_two_records_finishes_on_the_version_it_started_with(tmp
     assert run_gate(load_spec(path)).to_dict()["provenance"]["reference"]["version"] == now
 
 
+def test_a_gate_whose_version_is_removed_before_it_reads_it_says_run_it_again(
+    tmp_path, monkeypatch
+):
+    """The one window left: two records between the gate's verification and its read of the
+    recorded outputs. The gate says what happened, not that the reference is damaged."""
+    import paritygate.gate as gate_module
+
+    path = _project(tmp_path)
+    spec = load_spec(path)
+    record(spec)
+    started = _version(spec)
+    real = gate_module._verify
+
+    def verify_then_two_records(*args, **kwargs):
+        checked = real(*args, **kwargs)
+        for scale in ("1", "2"):
+            monkeypatch.setenv("SCALE", scale)
+            record(load_spec(path))
+        return checked
+
+    monkeypatch.setattr(gate_module, "_verify", verify_then_two_records)
+    result = run_gate(spec)
+    assert result.exit_code == 3 and [d.subject for d in result.drift] == ["case a", "case b"]
+    for item in result.drift:
+        assert item.detail == (
+            f"the reference was re-recorded while the gate read version {started} (its files "
+            "are gone); run the gate again"
+        )
+
+
 def _version(spec) -> str:
     """The version folder the reference's manifest points into."""
     manifest = json.loads((spec.references / "manifest.json").read_text())
