@@ -8,11 +8,11 @@ Order of a run:
    version it verified (named in ``provenance.reference``) even if records replace it meanwhile.
 2. Claims whose hardware class is not this machine's are listed as not evaluated, by name.
 3. Every candidate (and each of its adapters) runs every case; after each run the case's file is
-   checked against its pin again (a runner that modified its input is drift on that case).
-   A crash, a timeout, unparseable
-   output, a missing or an extra output is a failure, with the runner's stderr. Each missing or
-   extra output is reported once: inside the verdict of a claim that covers it (or of the
-   cross-adapter check, for an adapter), otherwise as an error of the run.
+   checked against its pin again (a runner that modified its input is drift on that case). A
+   crash, a timeout, unparseable output, a missing or an extra output is a failure, with the
+   runner's stderr. Each missing or extra output is reported once: inside the verdict of a claim
+   that covers it (or of the cross-adapter check, for an adapter), otherwise as an error of the
+   run.
 4. Every claim is evaluated in its scope: per element, per edge, per output per case, over the
    dataset, or speed. The claim's bound is the gate's tolerance; there is no second number.
 5. Cross-adapter: every adapter of a candidate must agree with it at zero tolerance on every case.
@@ -740,8 +740,9 @@ def _verify(
 
 
 class _Recorded:
-    """The recorded reference outputs of a case, read once the gate needs them: a damaged file
-    found this late is still drift (added to the result; the case then has no expected outputs)."""
+    """The recorded reference outputs of a case (the gate reads them all right after verifying;
+    later calls come from the reference's cache): a damaged file found then is still drift, once
+    per case (added to the result; the case then has no expected outputs)."""
 
     def __init__(self, spec: Spec, reference: Any, result: GateResult):
         self.spec = spec
