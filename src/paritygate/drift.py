@@ -24,7 +24,15 @@ from typing import Any
 from .errors import DriftError
 from .files import sha256_file
 from .provenance import capture, check_file_pins, check_package_pin, describe_cpu
-from .references import MANIFEST, Reference, case_input_drift, load_reference
+from .references import (
+    MANIFEST,
+    Reference,
+    case_input_drift,
+    load_reference,
+    outside_link,
+    stray_detail,
+    unlisted_files,
+)
 from .results import DriftItem
 from .spec import Spec
 
@@ -309,6 +317,19 @@ def _check_reference(spec: Spec) -> tuple[Reference | None, list[DriftItem]]:
     folder = reference.folder
     for rel, digest in sorted(reference.files.items()):
         path = folder / rel
+        escape = outside_link(path, spec.root)
+        if escape is not None:
+            drift.append(
+                DriftItem(
+                    "reference-file",
+                    rel,
+                    digest,
+                    None,
+                    f"file is a symbolic link to {escape}, outside the spec's folder; a recorded "
+                    "file is never a link (the reference was tampered with)",
+                )
+            )
+            continue
         if not path.is_file():
             drift.append(DriftItem("reference-file", rel, digest, None, "file is missing"))
             continue
@@ -319,23 +340,9 @@ def _check_reference(spec: Spec) -> tuple[Reference | None, list[DriftItem]]:
                     "reference-file", rel, digest, observed, "file changed since it was recorded"
                 )
             )
-    listed = set(reference.files) | {MANIFEST}
-    pointed = {rel.split("/", 1)[0] for rel in reference.files if "/" in rel}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix()
-        top = rel.split("/", 1)[0] if "/" in rel else None
-        if top is not None and top not in pointed and _is_version_folder(top):
-            continue
-        if top is None and rel.startswith(f".{MANIFEST}.") and rel.endswith(".tmp"):
-            continue  # the next manifest, being written
-        if rel not in listed:
-            drift.append(
-                DriftItem(
-                    "reference-file", rel, None, sha256_file(path), "file is not in the manifest"
-                )
-            )
+    for rel in unlisted_files(folder, reference.files):
+        path = folder / rel
+        escape = outside_link(path, spec.root)
+        observed = None if escape is not None or not path.is_file() else sha256_file(path)
+        drift.append(DriftItem("reference-file", rel, None, observed, stray_detail(folder)))
     return reference, drift
-
-
-def _is_version_folder(name: str) -> bool:
-    return name == "outputs" or name.startswith("v-")

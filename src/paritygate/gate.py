@@ -3,12 +3,16 @@
 Order of a run:
 
 1. :func:`paritygate.drift.verify` — any drift ends the run with exit 3 before anything runs;
-   a drift verdict says something shifted, never that the candidate is wrong.
+   a drift verdict says something shifted, never that the candidate is wrong. The recorded
+   outputs the stored claims compare are read right then, so the gate finishes on the reference
+   version it verified (named in ``provenance.reference``) even if records replace it meanwhile.
 2. Claims whose hardware class is not this machine's are listed as not evaluated, by name.
-3. Every candidate (and each of its adapters) runs every case. A crash, a timeout, unparseable
-   output, a missing or an extra output is a failure, with the runner's stderr. Each missing or
-   extra output is reported once: inside the verdict of a claim that covers it (or of the
-   cross-adapter check, for an adapter), otherwise as an error of the run.
+3. Every candidate (and each of its adapters) runs every case; after each run the case's file is
+   checked against its pin again (a runner that modified its input is drift on that case). A
+   crash, a timeout, unparseable output, a missing or an extra output is a failure, with the
+   runner's stderr. Each missing or extra output is reported once: inside the verdict of a claim
+   that covers it (or of the cross-adapter check, for an adapter), otherwise as an error of the
+   run.
 4. Every claim is evaluated in its scope: per element, per edge, per output per case, over the
    dataset, or speed. The claim's bound is the gate's tolerance; there is no second number.
 5. Cross-adapter: every adapter of a candidate must agree with it at zero tolerance on every case.
@@ -510,6 +514,7 @@ def _run_all(
                 except RunFailure as exc:
                     result.errors.append(exc.describe())
                 else:
+                    _check_input_after_run(spec, case, f"runner {name}", result)
                     runs.outputs[name][case] = run.outputs
                     runs.seconds[name][case] = run.seconds
                     if run.stderr.strip():
@@ -624,15 +629,27 @@ def run_gate(
         return result
 
     runs = _Runs()
+    stored = [c for c in selected if c.mode == "stored"]
+    expected = _Recorded(spec, checked.reference, result)
+    if stored and checked.reference is not None:
+        # The gate finishes on the reference version it verified: every recorded output it
+        # compares is read now, before anything runs, so a record that replaces the reference
+        # (and a second one that removes the replaced version) during the run changes nothing.
+        reference = checked.reference
+        result.provenance["reference"] = {
+            "version": reference.version,
+            "digest": reference.manifest.get("digest"),
+            "created": reference.manifest.get("created"),
+        }
+        for case in case_names:
+            expected(case)
     # Paired claims first, while the process is fresh: the reference runs live, back to back
     # with the candidate, and nothing the stored runs do can leak into the baseline.
     for claim in selected:
         if claim.mode == "paired":
             for candidate in claim.candidates:
                 result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
-    stored = [c for c in selected if c.mode == "stored"]
     stored_names = runners_that_run(spec, [c.id for c in stored])
-    expected = _Recorded(checked.reference, result)
     stopped = _run_all(
         spec,
         [n for n in stored_names if n != spec.reference.name],
@@ -723,14 +740,17 @@ def _verify(
 
 
 class _Recorded:
-    """The recorded reference outputs of a case, read once the gate needs them: a damaged file
-    found this late is still drift (added to the result; the case then has no expected outputs)."""
+    """The recorded reference outputs of a case (the gate reads them all right after verifying;
+    later calls come from the reference's cache): a damaged file found then is still drift, once
+    per case (added to the result; the case then has no expected outputs)."""
 
-    def __init__(self, reference: Any, result: GateResult):
+    def __init__(self, spec: Spec, reference: Any, result: GateResult):
+        self.spec = spec
         self.reference = reference
         self.result = result
 
     def __call__(self, case: str) -> dict[str, Any] | None:
+        from .drift import _manifest_moved
         from .errors import DriftError
 
         if self.reference is None:
@@ -738,7 +758,15 @@ class _Recorded:
         try:
             return self.reference.outputs(case)
         except DriftError as exc:
-            self.result.drift.append(_drift_item(case, exc))
+            if any(d.subject == f"case {case}" for d in self.result.drift):
+                return None  # reported once
+            item = _drift_item(case, exc)
+            if "file not found" in exc.message and _manifest_moved(self.spec, self.reference):
+                item.detail = (
+                    f"the reference was re-recorded while the gate read version "
+                    f"{self.reference.version} (its files are gone); run the gate again"
+                )
+            self.result.drift.append(item)
             return None
 
     def violation_check(self, stored: list[Claim]) -> Callable[[str, str, dict[str, Any]], bool]:
@@ -930,6 +958,32 @@ def _said_by_a_verdict(
     return any(runner in c.candidates and c.scope != "speed" and c.covers(output) for c in stored)
 
 
+def _check_input_after_run(spec: Spec, case: str, who: str, result: GateResult) -> bool:
+    """The case's input checked against its sha256 pin after a run as well as before: a runner
+    that edits its own input would pass on what it wrote and leave the next gate to drift. A
+    modified input is drift on that case (exit 3), once per case; returns True when it held."""
+    from .files import sha256_file
+    from .results import DriftItem
+
+    path = spec.cases[case].path
+    observed = sha256_file(path) if path.is_file() else None
+    if observed == spec.cases[case].sha256:
+        return True
+    if not any(d.kind == "case-input" and d.subject == case for d in result.drift):
+        result.drift.append(
+            DriftItem(
+                "case-input",
+                case,
+                spec.cases[case].sha256,
+                observed,
+                f"{who} modified the input file {path} during its run "
+                f"({'deleted it' if observed is None else 'it no longer matches its pin'}); "
+                "a runner must not write to its case files: restore the file",
+            )
+        )
+    return False
+
+
 def _drift_item(case: str, exc: Exception) -> Any:
     from .results import DriftItem
 
@@ -991,6 +1045,9 @@ def _paired_verdicts(
                     label=f"{claim.id} {case_name}",
                     check_a=noop,
                     keep_outputs=not noop,
+                )
+                _check_input_after_run(
+                    spec, case_name, f"runner {spec.reference.name} or {candidate}", result
                 )
                 if noop:
                     verdicts.append(_noop_verdict(claim, candidate, case_name, outcome))

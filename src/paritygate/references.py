@@ -17,10 +17,16 @@ filesystem). A reader sees the old reference or the new one, never neither; a re
 step leaves the previous reference intact, and the next record removes what it left (version
 folders the manifest does not point into, unfinished manifests, and the ``.references.tmp-*`` /
 ``.references.old-*`` folders of the former swap). The version a record replaces stays until the
-next record, so that a gate that read the old manifest before the switch finishes on its files;
-version folders the manifest does not point into are not part of the reference (``verify``
-ignores them). Before the old reference is replaced,
-:func:`record` computes a diff against it.
+next record, so that a verify that read the old manifest before the switch finishes on its files
+(a gate reads every output it compares right after verifying, so it finishes on its version even
+across several records); version folders the manifest does not point into are not part of the
+reference (``verify`` ignores them). Before the old reference is replaced, :func:`record`
+computes a diff against it.
+
+Nothing else belongs in the folder: a file the manifest does not list is drift naming it (move it
+out; a record never deletes it), a recorded file linked outside the spec's folder is drift and
+never read, and a write error (a full disk) is one line naming the folder and the space needed,
+the previous reference kept.
 
 Format history (``FORMAT_VERSION``; a reference of another version is *tainted*: re-record):
     1 — paritygate 0.1.0: safetensors per case, manifest.json with sha256 of every file and a
@@ -103,6 +109,14 @@ class Reference:
     folder: Path
     manifest: dict[str, Any]
     _cache: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    root: Path | None = None  # the spec's folder: a recorded file must not resolve outside it
+
+    @property
+    def version(self) -> str | None:
+        """The version folder the manifest points into (``v-<digest>``, or ``outputs`` for a
+        reference recorded before versions existed); None for a reference without files."""
+        tops = sorted({rel.split("/", 1)[0] for rel in self.files if "/" in rel})
+        return tops[0] if len(tops) == 1 else None
 
     @property
     def cases(self) -> dict[str, dict[str, Any]]:
@@ -132,6 +146,14 @@ class Reference:
                 hint="re-record deliberately: paritygate record SPEC",
             )
         path = self.folder / entry["file"]
+        escape = outside_link(path, self.root)
+        if escape is not None:
+            raise DriftError(
+                f"reference file is a symbolic link to {escape}, outside the spec's folder "
+                "(a recorded file is never a link: the reference was tampered with)",
+                where=str(path),
+                hint="re-record deliberately: paritygate record SPEC",
+            )
         try:
             # Sorted by name, as safetensors.numpy.load_file gives them (its header order is not).
             data = dict(sorted(flatten_outputs(load_outputs(path)).items()))
@@ -145,10 +167,38 @@ class Reference:
         return data
 
 
+def outside_link(path: Path, root: Path | None) -> Path | None:
+    """Where ``path`` really leads when a symbolic link takes it outside ``root`` (None when it
+    stays inside, or when no root is known)."""
+    if root is None:
+        return None
+    try:
+        resolved = path.resolve()
+        inside = resolved.is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):  # a link loop
+        return path
+    return None if inside else resolved
+
+
+def check_references_folder(spec: Spec, folder: Path | None = None) -> None:
+    """The spec's ``references`` path must be a folder (or not exist yet): anything else is an
+    input error naming the path (exit 2), for record, verify and gate alike."""
+    folder = Path(folder or spec.references)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(
+            "the spec's references path is a file, not a folder",
+            where=str(folder),
+            hint="move that file away, or set `references` in the spec to a folder; then run "
+            f"paritygate record {spec.path.name}",
+        )
+
+
 def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
     """Read a reference's manifest. Another format version, a damaged or hand-edited manifest
-    raise DriftError; a missing reference raises DriftError with the hint to record one."""
+    raise DriftError; a missing reference raises DriftError with the hint to record one; a
+    ``references`` path that is not a folder raises InputError."""
     folder = Path(folder or spec.references)
+    check_references_folder(spec, folder)
     path = folder / MANIFEST
     hint = "re-record deliberately: paritygate record SPEC"
     if not path.is_file():
@@ -185,7 +235,9 @@ def load_reference(spec: Spec, folder: Path | None = None) -> Reference:
             where=str(path),
             hint=hint,
         )
-    return loader(folder, manifest)
+    reference = loader(folder, manifest)
+    reference.root = spec.root
+    return reference
 
 
 def case_input_drift(case: Case, reference: Reference | None) -> list[DriftItem]:
@@ -275,6 +327,38 @@ def recorded_outputs(
             f"paritygate record {spec.path.name}",
         )
     return reference.outputs(case.name)
+
+
+def stray_detail(folder: Path) -> str:
+    """What a file in the references folder that the manifest does not list is, and what to do."""
+    return (
+        f"file is not in the manifest: not part of the reference; move it out of {folder} "
+        "(re-recording does not remove it)"
+    )
+
+
+def unlisted_files(folder: Path, files: dict[str, str]) -> list[str]:
+    """Files under ``folder`` that a manifest listing ``files`` does not hold, as paths relative
+    to it: a user's own file, or one planted in a version folder. Version folders the manifest
+    does not point into (one a record is writing or retiring) and the next manifest being
+    written are not part of the reference and are left out."""
+    listed = set(files) | {MANIFEST}
+    pointed = {rel.split("/", 1)[0] for rel in files if "/" in rel}
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(folder).as_posix()
+        top = rel.split("/", 1)[0] if "/" in rel else None
+        if top is not None and top not in pointed and _is_version_folder(top):
+            continue
+        if top is None and rel.startswith(f".{MANIFEST}.") and rel.endswith(".tmp"):
+            continue  # the next manifest, being written
+        if rel not in listed:
+            found.append(rel)
+    return found
+
+
+def _is_version_folder(name: str) -> bool:
+    return name == "outputs" or name.startswith("v-")
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,12 +477,34 @@ def _lock(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _case_line(spec: Spec, name: str) -> str:
+    """``parity.toml:12`` where the spec's table of case ``name`` starts (the spec's path alone
+    when the line cannot be found)."""
+    import re
+
+    pattern = re.compile(r"""^\s*\[\s*cases\s*\.\s*["']?""" + re.escape(name) + r"""["']?\s*\]""")
+    try:
+        lines = spec.path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    for number, line in enumerate(lines, 1):
+        if pattern.match(line):
+            return f"{spec.path}:{number}"
+    return str(spec.path)
+
+
 def _check_before_record(spec: Spec) -> None:
-    problems = []
     for case in spec.cases.values():
         if not case.path.is_file():
-            problems.append(f"case {case.name}: input file {case.path} is missing")
-            continue
+            what = "is a folder, not a file" if case.path.is_dir() else "does not exist"
+            raise InputError(
+                f"cases.{case.name}: input file {case.path} {what}; nothing was recorded",
+                where=_case_line(spec, case.name),
+                hint=f"fix the case's path or create the file, then run "
+                f"paritygate record {spec.path.name}",
+            )
+    problems = []
+    for case in spec.cases.values():
         observed = sha256_file(case.path)
         if observed != case.sha256:
             problems.append(
@@ -440,13 +546,56 @@ def record(
     Raises DriftError (case inputs or the reference's pins disagree with the spec), RecordError
     (the reference runner failed or produced an undeclared output). Nothing is overwritten then.
     """
+    check_references_folder(spec)
     _check_before_record(spec)
     # One record at a time, from running the reference to the swap: a second one fails fast
     # instead of racing on the old reference or on importing the runner's modules.
-    with _lock(spec.references):
-        return _record_locked(
-            spec, dry_run=dry_run, progress=progress, before_replace=before_replace
+    try:
+        with _lock(spec.references):
+            return _record_locked(
+                spec, dry_run=dry_run, progress=progress, before_replace=before_replace
+            )
+    except OSError as exc:  # the lock file, or reading the previous reference
+        raise _write_failure(spec.references, exc, None, switched=False) from None
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover
+
+
+def _write_failure(
+    folder: Path, exc: OSError, needed: int | None, *, switched: bool
+) -> RecordError:
+    """One line for an OSError while writing a reference: on a full disk, the folder and the
+    space the record needs against what is free."""
+    import errno
+
+    kept = (
+        "the new reference is in place"
+        if switched
+        else "nothing was replaced: the previous reference (if any) is unchanged"
+    )
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = None
+        probe = folder if folder.is_dir() else folder.parent
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(probe).free
+        need = f"about {_size(needed)}" if needed is not None else "more space"
+        have = f", {_size(free)} free" if free is not None else ""
+        return RecordError(
+            f"no space left to write the reference: this record needs {need}{have}; {kept}",
+            where=str(folder),
+            hint="free space on that filesystem or point `references` elsewhere, then record again",
         )
+    name = f" {exc.filename}" if exc.filename else ""
+    return RecordError(
+        f"cannot record the reference:{name}: {exc.strerror or exc}; {kept}",
+        where=str(folder),
+    )
 
 
 def _record_locked(
@@ -471,6 +620,14 @@ def _record_locked(
             if progress:
                 progress(case.name, i, len(spec.cases))
             result = active.run(case)
+            if not case.path.is_file() or sha256_file(case.path) != case.sha256:
+                raise RecordError(
+                    f"reference runner {runner.name} modified the input file {case.path} of "
+                    f"case {case.name} during its run (it no longer matches its sha256 pin); "
+                    "nothing was written",
+                    where=str(spec.path),
+                    hint="a runner must not write to its case files: restore the file",
+                )
             # Calls paritygate counted for an activity band are evidence of a run, not outputs.
             result.outputs = {
                 k: v for k, v in result.outputs.items() if not k.startswith(CALLS_PREFIX)
@@ -515,6 +672,34 @@ def _record_locked(
         except DriftError as exc:
             old_error = exc.message
 
+    # What the record writes: the arrays, their safetensors headers and the manifest (a bound
+    # reported on a full disk, never a promise).
+    needed = sum(
+        int(getattr(a, "nbytes", 0)) + 256 for tree in outputs.values() for a in tree.values()
+    ) + 4096 * (len(outputs) + 2)
+    state = {"switched": False}
+    try:
+        return _write_version(
+            spec, folder, old, old_error, outputs, seconds, warnings, dry_run, before_replace, state
+        )
+    except OSError as exc:
+        raise _write_failure(folder, exc, needed, switched=state["switched"]) from None
+
+
+def _write_version(
+    spec: Spec,
+    folder: Path,
+    old: Reference | None,
+    old_error: str | None,
+    outputs: dict[str, dict[str, Any]],
+    seconds: dict[str, float],
+    warnings: list[str],
+    dry_run: bool,
+    before_replace: Callable[[list[str]], bool] | None,
+    state: dict[str, bool],
+) -> RecordResult:
+    """Write the outputs into a new version folder and switch the manifest to it; on any
+    failure before the switch, remove what was written (the previous reference is untouched)."""
     _clean_leftovers(folder, old)
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder, prefix="v-tmp-"))
@@ -537,29 +722,54 @@ def _record_locked(
             return RecordResult(folder, manifest, diff, replaced, False, warnings)
         if replaced and before_replace is not None and not before_replace(diff):
             return RecordResult(folder, manifest, diff, False, False, warnings)
-        if version.is_dir():
+        if version.is_dir() and _holds(folder, manifest["files"]):
             shutil.rmtree(staging)  # the same content is already there
         else:
+            if version.is_dir():
+                # A folder of this name whose files were tampered with (changed, removed,
+                # replaced by links): set it aside (removed below) and put the fresh files in.
+                aside = Path(tempfile.mkdtemp(dir=folder, prefix="v-tmp-"))
+                os.rename(version, aside / version.name)
+                shutil.rmtree(aside, ignore_errors=True)
             os.rename(staging, version)
         _hook("before-switch")
         # The switch is one atomic step: the manifest (the pointer to this version's files) is
         # replaced by a rename. A reader sees the old reference or the new one, never neither.
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        switched = True
+        switched = state["switched"] = True
         _fsync_folder(folder)
         _hook("after-switch")
         # The version just replaced stays until the next record: a gate or verify that read the
         # old manifest before the switch finishes on the files it points to.
         previous = {rel.split("/", 1)[0] for rel in (old.files if old else {}) if "/" in rel}
         _clean_leftovers(folder, None, keep={version.name, *previous})
+        warnings.extend(
+            f"{folder / rel}: {stray_detail(folder)}; verify reports it as drift until then"
+            for rel in unlisted_files(folder, manifest["files"])
+        )
         return RecordResult(folder, manifest, diff, replaced, True, warnings)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-        if not switched and version != staging and old is not None:
-            pointed = {rel.split("/", 1)[0] for rel in old.files if "/" in rel}
+        if not switched and version != staging:
+            pointed = {rel.split("/", 1)[0] for rel in old.files if "/" in rel} if old else set()
             if version.name not in pointed:
                 shutil.rmtree(version, ignore_errors=True)
+
+
+def _holds(folder: Path, files: dict[str, str]) -> bool:
+    """Whether every file of a manifest is in ``folder`` as recorded: a regular file (no link)
+    with the recorded sha256."""
+    for rel, digest in files.items():
+        path = folder / rel
+        if path.is_symlink() or not path.is_file():
+            return False
+        try:
+            if sha256_file(path) != digest:
+                return False
+        except InputError:
+            return False
+    return True
 
 
 def _prefix(manifest: dict[str, Any], prefix: str) -> None:
