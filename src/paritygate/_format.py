@@ -1,4 +1,5 @@
-"""How paritygate writes a number for people: one formatter for reports, results and messages."""
+"""How paritygate writes a number (or a name) for people: one formatter for reports, results and
+messages."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["format_number"]
+__all__ = ["format_number", "display_text"]
 
 
 def format_number(value: Any, *, digits: int = 6, none: str = "-", near_one: bool = False) -> str:
@@ -28,3 +29,23 @@ def format_number(value: Any, *, digits: int = 6, none: str = "-", near_one: boo
     if near_one and 0.999 < value < 1.0:
         return f"1-{1.0 - value:.{max(digits - 1, 1)}g}"
     return f"{value:.{digits}g}"
+
+
+def display_text(text: str) -> str:
+    """``text`` as every report can write it in UTF-8.
+
+    A path whose bytes are not UTF-8 (``b"spec-\\xff.toml"`` on Linux) reaches Python as text
+    with surrogate escapes (:func:`os.fsdecode`), which no UTF-8 writer accepts: such bytes
+    read as ``\\xff``, any other lone surrogate as ``\\udxxx``. Text that encodes is returned
+    as is.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")

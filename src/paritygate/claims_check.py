@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tomllib
 from collections.abc import Iterable
@@ -30,7 +31,7 @@ from typing import Any
 
 from . import claim_metrics
 from ._format import format_number
-from .errors import SpecError
+from .errors import InputError, SpecError
 from .files import read_text
 from .spec import read_spec_document
 
@@ -626,10 +627,12 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
     shown = f"{file_text}#{pointer}"
     if file not in cache:
         try:
-            cache[file] = json.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            cache[file] = FileNotFoundError
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            cache[file] = json.loads(read_text(file, "result file"))
+        except InputError as exc:
+            cache[file] = (
+                FileNotFoundError if not os.path.lexists(file) else ValueError(exc.message)
+            )
+        except json.JSONDecodeError as exc:
             cache[file] = ValueError(str(exc))
     data = cache[file]
     if data is FileNotFoundError:

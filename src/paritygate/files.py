@@ -22,9 +22,11 @@ Every problem with a file (missing, unknown extension, truncated, garbage, pickl
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
+import stat
 import struct
 import tempfile
 import zipfile
@@ -44,6 +46,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "read_text",
+    "open_regular",
     "sha256_file",
     "check_nesting",
 ]
@@ -88,14 +91,48 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file's bytes, read in chunks."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             return hashlib.file_digest(handle, "sha256").hexdigest()
     except FileNotFoundError:
         raise InputError("file not found", where=str(path)) from None
     except IsADirectoryError:
         raise InputError("is a directory, expected a file", where=str(path)) from None
+    except NotRegularFile:
+        raise InputError(NOT_REGULAR, where=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror or exc}", where=str(path)) from None
+
+
+# Opening a FIFO for reading waits for a writer: the one reader opens without waiting.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+NOT_REGULAR = "is not a regular file (a FIFO, socket or device)"
+
+
+class NotRegularFile(OSError):
+    """A path that names a FIFO, socket or device, refused before any read could block."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> Any:
+    """``path`` opened for binary reading, only if it is a regular file.
+
+    The one check every reader of a user's path goes through: a FIFO, socket or device (whose
+    read could block forever or never end) raises :class:`NotRegularFile` without being read,
+    a directory :class:`IsADirectoryError`; the file is checked once it is open, so nothing can
+    swap it in between.
+    """
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(NOT_REGULAR)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -147,11 +184,14 @@ def read_text(
     """
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8") as handle:
+            return handle.read()
     except FileNotFoundError:
         raise error(missing or f"no such {what}", where=str(path)) from None
     except IsADirectoryError:
         raise error(f"is a directory, expected a {what}", where=str(path)) from None
+    except NotRegularFile:
+        raise error(f"{NOT_REGULAR}, expected a {what}", where=str(path)) from None
     except UnicodeDecodeError as exc:
         raise error(f"not UTF-8 text ({exc.reason})", where=str(path)) from None
     except OSError as exc:
@@ -205,8 +245,7 @@ def load_outputs(path: str | os.PathLike[str], *, require_names: bool = False) -
     if path.is_dir():
         raise InputError("is a directory, expected an output file", where=where)
     if path.exists() and not path.is_file():
-        # A FIFO (or a device) would block the read forever.
-        raise InputError("is not a regular file (a FIFO, socket or device)", where=where)
+        raise InputError(NOT_REGULAR, where=where)  # before the type: the reader checks again
     if suffix not in SUPPORTED_SUFFIXES:
         shown = path.suffix or "no extension"
         raise InputError(
@@ -276,11 +315,14 @@ def _looks_pickled(data: bytes) -> bool:
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with open_regular(path) as handle:
+            return handle.read()
     except FileNotFoundError:
         raise InputError("file not found", where=str(path)) from None
     except IsADirectoryError:
         raise InputError("is a directory, expected an output file", where=str(path)) from None
+    except NotRegularFile:
+        raise InputError(NOT_REGULAR, where=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror or exc}", where=str(path)) from None
 

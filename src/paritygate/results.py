@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._format import format_number
+from ._format import display_text, format_number
 
 __all__ = [
     "Tolerance",
@@ -212,14 +212,16 @@ def _fmt(value: Any) -> str:
 
 def to_jsonable(value: Any) -> Any:
     """Turn a result (dataclasses, tuples, numpy scalars, non-finite floats) into plain JSON
-    data."""
+    data; text that is not UTF-8 (a path of undecodable bytes) as :func:`display_text` shows it."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {display_text(str(k)): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    if isinstance(value, str):
+        return display_text(value)
+    if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return int(value)
@@ -233,7 +235,7 @@ def to_jsonable(value: Any) -> Any:
     item = getattr(value, "item", None)
     if callable(item):
         return to_jsonable(item())
-    return str(value)
+    return display_text(str(value))
 
 
 def from_jsonable_float(value: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..files import atomic_write_text
+from ..results import to_jsonable
 from .html import plots_available, render_html
 from .json import load_result, render_json
 from .junit import render_junit
@@ -43,7 +44,7 @@ REPORT_FILES = {
 
 def _as_dict(result: Any) -> dict[str, Any]:
     if isinstance(result, dict):
-        return result
+        return to_jsonable(result)  # as to_dict() gives it: paths that are not UTF-8 readable
     to_dict = getattr(result, "to_dict", None)
     if callable(to_dict):
         return to_dict()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import claim_metrics
+from .._format import display_text
 from ._common import (
     as_float,
     case_label,
@@ -556,7 +557,7 @@ def render_lines(
             out += [(line, "dim") for line in _wrap(f"info: {difference}", width, "")]
     out += [(line, "bold") for line in _wrap(verdict_line(result), width, "")]
     if report:
-        out.append((f"report: {report}", ""))
+        out.append((f"report: {display_text(report)}", ""))
     return out
 
 
