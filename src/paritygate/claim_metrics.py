@@ -4,9 +4,13 @@ Each :class:`ClaimMetric` says everything the rest of paritygate needs to know a
 
 - its **scope** (per element, per edge, per output per case, over the dataset, speed) and its
   **direction** (``"max"``: a claim holds when observed <= bound; ``"min"``: observed >= bound);
-- which **comparison** produces it (``"compare"``: :func:`paritygate.compare.compare_output`;
-  ``"images"``: :func:`paritygate.structured.compare_images`; ``"boxes"``, ``"dataset"`` and
-  ``"speed"`` are measured by their own oracles) and how to **read** it off that comparison;
+- which **comparison** it is measured on (``"compare"``: :func:`paritygate.compare.compare_output`;
+  ``"images"``: :func:`paritygate.structured.compare_images`; ``"dataset"``: the rows of every
+  case; ``"boxes"`` and ``"speed"`` are measured by their own oracles) and its **measure**
+  function: a per-output metric's takes a :class:`Pair` (the output pair, whose comparisons are
+  made once, on first use, and shared by every metric), a dataset metric's takes :class:`Rows`;
+- what else it **needs** (``"labels"``: the cases' labels; ``"reference"``: the reference's
+  outputs or runs);
 - for element metrics, how the claim's **bound becomes the comparison's tolerance** (so that
   mismatches and worst elements are counted against the claim);
 - whether and how it is **calibrated** (``"measured"``: calibration records its distribution;
@@ -20,15 +24,18 @@ it, calibration measures and proposes bounds with it, the claims check and the r
 directions and display forms from it, and docs/spec.md has one table row per entry (a test keeps
 them in step).
 
-Adding a metric over an existing statistic is one entry here plus its row in docs/spec.md::
+Adding a metric is one measure function, one entry here and its row in docs/spec.md::
 
     register(
         ClaimMetric(
             "one_minus_cosine", scope="output", direction="max", comparison="compare",
-            read=lambda oc: oc.one_minus_cosine,
+            measure=lambda pair: pair.compared.one_minus_cosine,
             calibration="measured", summary="1 - cosine similarity per output per case",
         )
     )
+
+A statistic the streaming kernels do not compute is measured on the host arrays
+(:meth:`Pair.host`), as ``median_abs`` is.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from .results import Tolerance
+from .errors import InputError
+from .results import OutputComparison, Tolerance
 
 __all__ = [
     "ClaimMetric",
+    "Pair",
+    "Rows",
     "METRICS",
     "SCOPES",
     "COMPARISONS",
@@ -61,6 +72,7 @@ SCOPES = ("element", "edge", "output", "dataset", "speed")
 COMPARISONS = ("compare", "images", "boxes", "dataset", "speed")
 DIRECTIONS = ("max", "min")
 CALIBRATIONS = ("measured", "exact")
+NEEDS = frozenset({"labels", "reference"})
 # Speed claims: which case is timed, and the experiment's shape (see paritygate.bench).
 SPEED_PARAMS = frozenset({"case", "blocks", "block_size", "warmup", "budget", "threshold"})
 
@@ -74,7 +86,8 @@ class ClaimMetric:
     direction: str
     comparison: str
     summary: str
-    read: Callable[[Any], float | None] | None = None
+    measure: Callable[[Any], float | None] | None = None
+    needs: frozenset[str] = field(default_factory=frozenset)
     tolerance: Callable[[float, Mapping[str, Any]], Tolerance] | None = None
     calibration: str | None = None
     # The metric whose distribution calibrates this one, where that is another (exact claims and
@@ -97,8 +110,10 @@ class ClaimMetric:
             raise ValueError(f"metric {self.name}: comparison {self.comparison!r}")
         if self.calibration is not None and self.calibration not in CALIBRATIONS:
             raise ValueError(f"metric {self.name}: calibration {self.calibration!r}")
-        if self.comparison in ("compare", "images") and self.read is None:
-            raise ValueError(f"metric {self.name}: a {self.comparison} metric needs read")
+        if self.comparison in ("compare", "images", "dataset") and self.measure is None:
+            raise ValueError(f"metric {self.name}: a {self.comparison} metric needs measure")
+        if not self.needs <= NEEDS:
+            raise ValueError(f"metric {self.name}: needs {sorted(self.needs)} not in {NEEDS}")
         if self.scope == "element" and self.tolerance is None:
             raise ValueError(f"metric {self.name}: an element metric needs tolerance")
         if not self.required_params <= self.params:
@@ -201,6 +216,97 @@ class MetricView(Mapping[str, Any]):
         return repr(dict(self))
 
 
+class Pair:
+    """One output pair as a per-output metric sees it: the arrays, the claim's params and the
+    comparison's tolerance; each comparison of the pair is made once, on first use, and shared by
+    every metric measured on it."""
+
+    def __init__(
+        self,
+        actual: Any,
+        expected: Any,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        tolerance: Tolerance | None = None,
+    ):
+        self.actual, self.expected, self.path = actual, expected, path
+        self.params = params or {}
+        self.tolerance = tolerance if tolerance is not None else Tolerance()
+
+    @cached_property
+    def compared(self) -> OutputComparison:
+        from .compare import compare_output
+
+        return compare_output(self.actual, self.expected, self.tolerance, self.path)
+
+    @cached_property
+    def images(self) -> Any:
+        from .structured import compare_images
+
+        return compare_images(
+            self.actual,
+            self.expected,
+            data_range=float(self.params["data_range"]),
+            channel_axis=self.params.get("channel_axis"),
+            path=self.path,
+        )
+
+    def host(self, metric: str) -> tuple[Any, Any]:
+        """Both sides as flat float64 (complex128) numpy arrays, at the positions where both are
+        finite: what a statistic the streaming kernels do not compute is measured on."""
+        import numpy as np
+
+        from ._host import to_numpy
+
+        sides = [to_numpy(v, path=self.path) for v in (self.actual, self.expected)]
+        if any(v is None or v.dtype.kind not in "biufc" for v in sides):
+            raise InputError(f"{metric} needs numeric outputs", where=self.path or None)
+        kind = np.complex128 if any(v.dtype.kind == "c" for v in sides) else np.float64
+        a, e = (np.asarray(v, dtype=kind).reshape(-1) for v in sides)
+        both = np.isfinite(a) & np.isfinite(e)
+        return a[both], e[both]
+
+
+@dataclass
+class Rows:
+    """A dataset metric's input: the candidate's score rows (one 2-D array per covered output and
+    case), the labels and the reference's rows where the metric needs them, each row's origin
+    ("case[row]"), the claim's params; a measure adds evidence and says why it measures nothing
+    (:meth:`fail`)."""
+
+    rows: list[Any]
+    labels: list[Any]
+    reference: list[Any]
+    origins: list[str]
+    params: Mapping[str, Any]
+    outputs: tuple[str, ...] = ()  # the claim's output patterns, for messages
+    evidence: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def fail(self, detail: str) -> None:
+        self.problems.append(detail)
+
+    @cached_property
+    def decided(self) -> Any:
+        """Every row's argmax, pooled: outputs of one claim may differ in class count (an action
+        head and a choice head), so decisions are taken per output, then pooled row by row."""
+        import numpy as np
+
+        return np.concatenate([r.argmax(axis=1) for r in self.rows])
+
+    def hit_rate(self, hits: Any, word: str) -> float:
+        """The fraction of rows that hit, and the first DISAGREEING_K that miss as evidence."""
+        misses = self.origins if len(self.origins) == len(hits) else []
+        misses = [misses[i] for i in range(len(misses)) if not hits[i]]
+        self.evidence["disagreeing"] = misses[:DISAGREEING_K]
+        self.evidence["disagreeing_count"] = int(len(hits) - int(hits.sum()))
+        self.evidence["disagreeing_word"] = word
+        return float(hits.mean())
+
+
+DISAGREEING_K = 10  # row ids kept as evidence of a decision claim
+
+
 # --------------------------------------------------------------------------------------------
 # The registry
 
@@ -217,13 +323,57 @@ def _ulps(bound: float, params: Mapping[str, Any]) -> Tolerance:
     return Tolerance(max_ulp=int(bound))
 
 
+def _median_abs(pair: Pair) -> float:
+    """median |a - e| over the positions where both sides are finite (0 for none)."""
+    import numpy as np
+
+    a, e = pair.host("median_abs")
+    return float(np.median(np.abs(a - e))) if a.size else 0.0
+
+
+def _accuracy(data: Rows) -> float:
+    import numpy as np
+
+    return data.hit_rate(data.decided == np.concatenate(data.labels), "wrong")
+
+
+def _ece(data: Rows) -> float | None:
+    import numpy as np
+
+    from .structured import expected_calibration_error
+
+    widths = sorted({r.shape[1] for r in data.rows})
+    if len(widths) > 1:
+        data.fail(
+            f"outputs {', '.join(data.outputs)} hold {widths} classes: one calibration error "
+            "pools one class count (one ece claim per output)"
+        )
+        return None
+    scores = np.concatenate(data.rows)
+    if data.params.get("inputs", "probabilities") == "logits":  # softmax
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        scores = scores / scores.sum(axis=-1, keepdims=True)
+    bins = int(data.params.get("bins", 15))
+    return expected_calibration_error(scores, np.concatenate(data.labels), n_bins=bins)
+
+
+def _agreement(data: Rows) -> float | None:
+    import numpy as np
+
+    if not data.reference or sum(len(r) for r in data.reference) != len(data.decided):
+        data.fail("reference and candidate rows differ in number")
+        return None
+    reference = np.concatenate([r.argmax(axis=1) for r in data.reference])
+    return data.hit_rate(data.decided == reference, "disagreeing")
+
+
 register(
     ClaimMetric(
         "exact",
         scope="element",
         direction="max",
         comparison="compare",
-        read=lambda oc: oc.max_abs,
+        measure=lambda p: p.compared.max_abs,
         tolerance=_atol,
         calibration="exact",
         calibrated_through="max_abs",
@@ -236,7 +386,7 @@ register(
         scope="element",
         direction="max",
         comparison="compare",
-        read=lambda oc: oc.max_abs,
+        measure=lambda p: p.compared.max_abs,
         tolerance=_atol,
         calibration="measured",
         summary="max |a - e| per output per case",
@@ -248,7 +398,7 @@ register(
         scope="element",
         direction="max",
         comparison="compare",
-        read=lambda oc: oc.max_rel,
+        measure=lambda p: p.compared.max_rel,
         tolerance=_rtol,
         calibration="measured",
         params=frozenset({"rel_eps"}),
@@ -261,7 +411,7 @@ register(
         scope="element",
         direction="max",
         comparison="compare",
-        read=lambda oc: oc.ulp_max,
+        measure=lambda p: p.compared.ulp_max,
         tolerance=_ulps,
         calibration="measured",
         unit="ULP",
@@ -285,7 +435,7 @@ register(
         scope="output",
         direction="min",
         comparison="compare",
-        read=lambda oc: oc.cosine,
+        measure=lambda p: p.compared.cosine,
         calibration="measured",
         near_one=True,
         undefined_is_worst=True,
@@ -298,9 +448,20 @@ register(
         scope="output",
         direction="max",
         comparison="compare",
-        read=lambda oc: oc.mean_abs,
+        measure=lambda p: p.compared.mean_abs,
         calibration="measured",
         summary="mean |a - e| per output per case",
+    )
+)
+register(
+    ClaimMetric(
+        "median_abs",
+        scope="output",
+        direction="max",
+        comparison="compare",
+        measure=_median_abs,
+        calibration="measured",
+        summary="median |a - e| per output per case (measured on the host)",
     )
 )
 register(
@@ -309,7 +470,7 @@ register(
         scope="output",
         direction="min",
         comparison="images",
-        read=lambda res: res.ssim,
+        measure=lambda p: p.images.ssim,
         calibration="measured",
         params=frozenset({"data_range"}),
         required_params=frozenset({"data_range"}),
@@ -324,7 +485,7 @@ register(
         scope="output",
         direction="min",
         comparison="images",
-        read=lambda res: res.psnr,
+        measure=lambda p: p.images.psnr,
         params=frozenset({"data_range"}),
         required_params=frozenset({"data_range"}),
         unit="dB",
@@ -337,6 +498,8 @@ register(
         scope="dataset",
         direction="min",
         comparison="dataset",
+        measure=_accuracy,
+        needs=frozenset({"labels"}),
         params=frozenset({"label"}),
         near_one=True,
         summary="argmax of the output against the cases' label",
@@ -348,6 +511,8 @@ register(
         scope="dataset",
         direction="max",
         comparison="dataset",
+        measure=_ece,
+        needs=frozenset({"labels"}),
         params=frozenset({"bins", "label", "inputs"}),
         summary="expected calibration error",
     )
@@ -358,6 +523,8 @@ register(
         scope="dataset",
         direction="min",
         comparison="dataset",
+        measure=_agreement,
+        needs=frozenset({"reference"}),
         near_one=True,
         summary="fraction of rows whose argmax agrees with the reference's",
     )
@@ -380,6 +547,7 @@ register(
         scope="speed",
         direction="min",
         comparison="speed",
+        needs=frozenset({"reference"}),
         params=SPEED_PARAMS,
         unit="x",
         summary="reference time / candidate time, paired interleaved blocks",

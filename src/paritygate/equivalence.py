@@ -18,8 +18,9 @@ from typing import Any
 
 from ._host import flatten, synchronize_tree, to_numpy
 from .approximation import CALLS_PREFIX, check_activity
+from .claim_metrics import Pair
 from .errors import InputError
-from .results import ClaimVerdict, Failure, Tolerance
+from .results import ClaimVerdict, Failure
 from .spec import Claim, load_spec
 
 __all__ = ["check_equivalence", "evaluate_claim", "structure_failures"]
@@ -100,8 +101,6 @@ def structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list
 def _element(
     claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
 ) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .compare import compare_output
-
     metric = claim.metric
     entry = claim.metric_entry
     tol = entry.tolerance(claim.bound, claim.params)
@@ -110,8 +109,9 @@ def _element(
     worst: float | None = 0.0
     for name in sorted(set(actual) & set(expected)):
         a, e = actual[name], expected[name]
+        pair = Pair(a, e, name, claim.params, tol)
         try:
-            oc = compare_output(a, e, tol, name)
+            oc = pair.compared
         except InputError as exc:
             failures.append(
                 Failure(
@@ -132,7 +132,7 @@ def _element(
             failures.extend(replace(f, where=name) for f in sized)
             worst = math.inf
             continue
-        observed = entry.read(oc)
+        observed = entry.measure(pair)
         if observed is None:  # e.g. no ULP distance between integer outputs: equal or not
             observed = 0 if oc.max_abs == 0 else math.inf
         nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf")]
@@ -318,17 +318,16 @@ def _iou_edges(
 def _output(
     claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
 ) -> tuple[float | None, list[Failure], dict[str, Any]]:
-    from .compare import compare_output
-
     entry = claim.metric_entry
     failures: list[Failure] = []
     evidence: dict[str, Any] = {}
     observed_all: list[float] = []
     for name in sorted(set(actual) & set(expected)):
+        pair = Pair(actual[name], expected[name], name, claim.params)
         try:
             if entry.comparison == "compare":
-                oc = compare_output(actual[name], expected[name], Tolerance(), name)
-                value = entry.read(oc)
+                oc = pair.compared
+                value = entry.measure(pair)
                 evidence[name] = {
                     "cosine": oc.cosine,
                     "one_minus_cosine": oc.one_minus_cosine,
@@ -350,15 +349,8 @@ def _output(
                         [detail] + [f.describe() for f in broken if f.metric == "size"]
                     )
             else:
-                from .structured import compare_images
-
-                res = compare_images(
-                    actual[name],
-                    expected[name],
-                    data_range=float(claim.params["data_range"]),
-                    path=name,
-                )
-                value = entry.read(res)
+                res = pair.images
+                value = entry.measure(pair)
                 evidence[name] = {
                     "ssim": res.ssim,
                     "psnr": res.psnr,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .claim_metrics import unit_of
+from .claim_metrics import Rows, unit_of
 from .drift import VerifyResult, runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
 from .errors import InputError, RunFailure, SpecError, UserError
@@ -96,14 +96,6 @@ class _Runs:
 # Claim evaluation
 
 
-def _softmax(x: Any) -> Any:
-    import numpy as np
-
-    z = x - x.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def _dataset(
     claim: Claim,
     candidate: str,
@@ -114,11 +106,9 @@ def _dataset(
 ) -> ClaimVerdict:
     import numpy as np
 
-    from .structured import expected_calibration_error
-
+    entry = claim.metric_entry
     failures: list[Failure] = []
-    rows, labels, ref_rows = [], [], []
-    origins: list[str] = []  # "case/output[row]" of every row, for the ids that disagree
+    data = Rows([], [], [], [], claim.params, tuple(claim.outputs))
     label_key = claim.params.get("label", "label")
     for case in cases:
         out = actual.get(case)
@@ -140,18 +130,16 @@ def _dataset(
             for f in (structure_failures(covered, reference) if expected is not None else [])
         )
         for name in sorted(covered):
-            scores = np.asarray(covered[name], dtype=np.float64)
-            scores = scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
-            rows.append(scores)
+            scores = _score_rows(covered[name])
+            data.rows.append(scores)
             suffix = f"/{name}" if len(covered) > 1 else ""
-            origins.extend(
+            data.origins.extend(
                 f"{case}{suffix}" + (f"[{i}]" if len(scores) > 1 else "")
                 for i in range(len(scores))
             )
-            if claim.metric == "agreement" and name in reference:
-                ref = np.asarray(reference[name], dtype=np.float64)
-                ref_rows.append(ref.reshape(-1, ref.shape[-1]) if ref.ndim else ref.reshape(1, 1))
-            if claim.metric in ("accuracy", "ece"):
+            if "reference" in entry.needs and name in reference:
+                data.reference.append(_score_rows(reference[name]))
+            if "labels" in entry.needs:
                 label = np.asarray(spec.cases[case].labels[label_key]).reshape(-1)
                 if len(label) != len(scores):
                     failures.append(
@@ -164,56 +152,17 @@ def _dataset(
                         )
                     )
                     label = np.resize(label, len(scores))
-                labels.append(label)
+                data.labels.append(label)
     evidence: dict[str, Any] = {"cases": len(cases)}
     observed: float | None = None
-    widths = sorted({r.shape[1] for r in rows})
-    if rows:
-        # Outputs of one claim may differ in class count (an action head and a choice head):
-        # decisions are taken per output, then pooled row by row.
-        decided = np.concatenate([r.argmax(axis=1) for r in rows])
-        evidence["rows"] = int(len(decided))
-        if claim.metric == "accuracy":
-            hits = decided == np.concatenate(labels)
-            observed = float(np.mean(hits))
-            _disagreeing(evidence, hits, origins, "wrong")
-        elif claim.metric == "ece" and len(widths) > 1:
-            failures.append(
-                Failure(
-                    "ece",
-                    None,
-                    None,
-                    detail=f"outputs {', '.join(claim.outputs)} hold {widths} classes: one"
-                    " calibration error pools one class count (one ece claim per output)",
-                )
-            )
-        elif claim.metric == "ece":
-            scores = np.concatenate(rows)
-            probs = (
-                _softmax(scores)
-                if claim.params.get("inputs", "probabilities") == "logits"
-                else scores
-            )
-            observed = expected_calibration_error(
-                probs, np.concatenate(labels), n_bins=int(claim.params.get("bins", 15))
-            )
-        else:  # agreement with the reference's argmax
-            if ref_rows and sum(len(r) for r in ref_rows) == len(decided):
-                hits = decided == np.concatenate([r.argmax(axis=1) for r in ref_rows])
-                observed = float(np.mean(hits))
-                _disagreeing(evidence, hits, origins, "disagreeing")
-            else:
-                failures.append(
-                    Failure(
-                        "agreement",
-                        None,
-                        None,
-                        detail="reference and candidate rows differ in number",
-                    )
-                )
+    if data.rows:
+        evidence["rows"] = int(len(data.decided))
+        observed = entry.measure(data)
+        evidence.update(data.evidence)
+        failures.extend(Failure(claim.metric, None, None, detail=d) for d in data.problems)
     if observed is None:
         detail = "nothing to measure"
-        if not rows:
+        if not data.rows:
             detail += (
                 f": no candidate output matches {', '.join(claim.outputs)}"
                 f" (claims.{claim.id}.outputs)"
@@ -246,17 +195,12 @@ def _dataset(
     )
 
 
-DISAGREEING_K = 10  # row ids kept as evidence of a decision claim
+def _score_rows(value: Any) -> Any:
+    """An output of scores as 2-D rows (a scalar is one row of one class)."""
+    import numpy as np
 
-
-def _disagreeing(evidence: dict[str, Any], hits: Any, origins: list[str], word: str) -> None:
-    """The first DISAGREEING_K rows whose decision differs, by "case[row]", and their count."""
-    misses = (
-        [origins[i] for i in range(len(hits)) if not hits[i]] if len(origins) == len(hits) else []
-    )
-    evidence["disagreeing"] = misses[:DISAGREEING_K]
-    evidence["disagreeing_count"] = int(len(hits) - int(hits.sum()))
-    evidence["disagreeing_word"] = word
+    scores = np.asarray(value, dtype=np.float64)
+    return scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
 
 
 def _ids_detail(evidence: dict[str, Any]) -> str:
@@ -345,7 +289,7 @@ def _speed(
     block_size = int(params.get("block_size", 20))
     warmup = int(params.get("warmup", 5))
     cand = make_runner(spec.runners[candidate], spec)
-    ref = make_runner(spec.reference, spec) if claim.metric == "speedup" else None
+    ref = make_runner(spec.reference, spec) if "reference" in claim.metric_entry.needs else None
     try:
         cand.activate()
         if ref is not None:

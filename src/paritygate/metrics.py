@@ -10,13 +10,21 @@ backends share them without importing each other's frameworks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import InputError
 from .results import Element, Failure, NonFinite, OutputComparison, Tolerance
 
 __all__ = [
+    "Statistic",
+    "STATISTICS",
+    "SUM_STATS",
+    "MAX_STATS",
+    "COUNT_STATS",
+    "STATS",
+    "NONFINITE_STATS",
+    "raw_stats_from",
     "RawStats",
     "finish",
     "finish_plan",
@@ -95,6 +103,60 @@ def promote(actual: str, expected: str, *, path: str = "") -> tuple[str, str | N
     return target, note or None, ulp
 
 
+@dataclass(frozen=True)
+class Statistic:
+    """One statistic of a kernel's single pass over an output pair (docs/architecture.md
+    defines each). Every kernel fills its partials (per block, chunk or thread) and merges them by
+    the statistic's ``reduce``: ``"sum"`` (float64, or compensated float32 on a device without
+    float64), ``"max"``, ``"count"`` (exact, summed). ``integer`` statistics are exact integers
+    (the counts and the largest ULP distance: the host keeps them as uint64); ``empty`` is the
+    value over no element, the identity of the merge. ``reported`` ones are copied as they are
+    into the :class:`~paritygate.results.OutputComparison`; the others feed what :func:`finish`
+    derives (``mean_abs`` from ``sum_abs / n_finite``, the cosine from the five sums, the verdict
+    from ``mismatches`` and ``max_excess``, the :class:`~paritygate.results.NonFinite` counts)."""
+
+    name: str
+    reduce: str
+    integer: bool = False
+    empty: float = 0.0
+    reported: bool = False
+
+
+#: The statistics every kernel computes, in the order of the vector a device kernel sends to the
+#: host (sums, then maxima, then counts); the host kernel's block partials hold the same ones.
+STATISTICS = (
+    Statistic("sum_abs", "sum"),
+    # dot and the squared norms, and sum (a - e)^2 and sum (a - e)(a + e) from the elementwise
+    # difference: 1 - cosine with relative precision near cos = 1 (one_minus_cosine).
+    Statistic("dot", "sum"),
+    Statistic("norm_actual_sq", "sum"),
+    Statistic("norm_expected_sq", "sum"),
+    Statistic("diff_norm_sq", "sum"),
+    Statistic("norm_sq_gap", "sum"),
+    Statistic("max_abs", "max", reported=True),
+    Statistic("max_rel", "max", reported=True),
+    Statistic("max_rel_symmetric", "max", reported=True),
+    # Largest |a - e| - (atol + rtol |e|) over finite positions; inf with a non-finite mismatch.
+    Statistic("max_excess", "max", empty=-math.inf),
+    Statistic("atol_needed", "max", reported=True),
+    Statistic("rtol_needed", "max", reported=True),
+    Statistic("ulp_max", "max", integer=True, reported=True),
+    Statistic("n_finite", "count", integer=True),
+    # Positions outside atol + rtol |e|; a device kernel counts the finite ones and raw_stats
+    # adds the non-finite mismatches from the counts below.
+    Statistic("mismatches", "count", integer=True, reported=True),
+    Statistic("ulp_nonzero", "count", integer=True, reported=True),
+    Statistic("ulp_over", "count", integer=True, reported=True),
+    *(Statistic(f.name, "count", integer=True) for f in fields(NonFinite)),
+)
+SUM_STATS = tuple(s.name for s in STATISTICS if s.reduce == "sum")
+MAX_STATS = tuple(s.name for s in STATISTICS if s.reduce == "max")
+COUNT_STATS = tuple(s.name for s in STATISTICS if s.reduce == "count")
+STATS = tuple(s.name for s in STATISTICS)
+NONFINITE_STATS = tuple(f.name for f in fields(NonFinite))
+assert STATS == SUM_STATS + MAX_STATS + COUNT_STATS  # the device vector's layout
+
+
 @dataclass
 class RawStats:
     """What one pass over an output pair yields (sums in float64 or compensated arithmetic)."""
@@ -108,21 +170,33 @@ class RawStats:
     dot: float = 0.0
     norm_actual_sq: float = 0.0
     norm_expected_sq: float = 0.0
-    # For 1 - cosine with relative precision (see one_minus_cosine): sum (a - e)^2 and
-    # sum (a - e)(a + e) = |a|^2 - |e|^2, both from the elementwise difference.
     diff_norm_sq: float = 0.0
     norm_sq_gap: float = 0.0
     ulp_max: int | None = None
     ulp_nonzero: int | None = None
     ulp_over: int | None = None
     mismatches: int = 0
-    max_excess: float = (
-        -math.inf
-    )  # largest |a-e| - (atol + rtol|e|), inf with non-finite mismatches
+    max_excess: float = -math.inf
     atol_needed: float = 0.0
     rtol_needed: float = 0.0
     nonfinite: NonFinite = field(default_factory=NonFinite)
     worst: list[Element] = field(default_factory=list)
+
+
+def raw_stats_from(values: dict[str, float], size: int, *, ulp: bool, ulp_over: bool) -> RawStats:
+    """RawStats from the merged value of every statistic (``STATISTICS`` names; an empty output
+    gives each its ``empty`` value): integers as int, the ULP statistics only where ULPs are
+    measured (``ulp``) and ``ulp_over`` only under a ULP bound (``ulp_over``)."""
+    given: dict[str, Any] = {}
+    for st in STATISTICS:
+        value = values[st.name] if size else st.empty
+        value = int(value) if st.integer else float(value)
+        if st.name.startswith("ulp_") and not (ulp and (ulp_over or st.name != "ulp_over")):
+            value = None
+        given[st.name] = value
+    nonfinite = NonFinite(**{name: given.pop(name) for name in NONFINITE_STATS})
+    stats = RawStats(size=size, nonfinite=nonfinite, **given)
+    return stats
 
 
 def one_minus_cosine(
@@ -261,21 +335,13 @@ def finish(
         promotion=promotion,
         size=stats.size,
         tolerance=tol,
-        max_abs=stats.max_abs,
+        **{st.name: getattr(stats, st.name) for st in STATISTICS if st.reported},
         mean_abs=mean_abs,
-        max_rel=stats.max_rel,
-        max_rel_symmetric=stats.max_rel_symmetric,
         cosine=cosine,
         one_minus_cosine=omc,
         cosine_undefined=cosine_undefined,
-        ulp_max=stats.ulp_max,
         ulp_dtype=ulp_dtype,
-        ulp_nonzero=stats.ulp_nonzero,
-        ulp_over=stats.ulp_over,
-        mismatches=stats.mismatches,
         worst=list(stats.worst[: tol.worst_k]),
-        atol_needed=stats.atol_needed,
-        rtol_needed=stats.rtol_needed,
         nonfinite=nf,
         failures=failures,
         backend=backend,

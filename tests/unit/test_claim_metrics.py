@@ -46,19 +46,21 @@ def test_every_registered_metric_has_its_docs_row_and_no_row_is_stale():
 
 def test_spec_calibration_and_claims_check_read_the_registry():
     assert dict(METRICS) == {n: (m.scope, m.direction) for n, m in claim_metrics.METRICS.items()}
-    assert set(DIRECTIONS) == {"max_abs", "mean_abs", "max_rel", "ulp", "cosine", "ssim"}
+    assert set(DIRECTIONS) == {"max_abs", "mean_abs", "median_abs", "max_rel", "ulp", "cosine"} | {
+        "ssim"
+    }
     assert _directions() == claim_metrics.directions()
     assert {"cosine", "ssim", "accuracy", "agreement"} <= set(ONE_MINUS_METRICS)
     assert "max_abs" not in ONE_MINUS_METRICS
 
 
 def test_an_entry_is_checked_when_it_is_made():
-    with pytest.raises(ValueError, match="needs read"):
+    with pytest.raises(ValueError, match="needs measure"):
         ClaimMetric("m", scope="output", direction="max", comparison="compare", summary="")
     with pytest.raises(ValueError, match="needs tolerance"):
         ClaimMetric(
             "m", scope="element", direction="max", comparison="compare", summary="",
-            read=lambda oc: oc.max_abs,
+            measure=lambda p: p.compared.max_abs,
         )  # fmt: skip
     with pytest.raises(ValueError, match="already registered"):
         claim_metrics.register(claim_metrics.get("cosine"))
@@ -73,7 +75,7 @@ def cosine_distance():
             scope="output",
             direction="max",
             comparison="compare",
-            read=lambda oc: oc.one_minus_cosine,
+            measure=lambda p: p.compared.one_minus_cosine,
             calibration="measured",
             undefined_is_worst=True,
             summary="1 - cosine similarity",
@@ -116,6 +118,64 @@ def test_one_entry_adds_a_metric_to_spec_gate_and_calibration(tmp_path, cosine_d
         mutations=[spike(), shift()],
     )
     assert result and result.claim_metric.largest_noise < 1e-12
+    assert result.proposed_bound < result.claim_metric.smallest_bug
+
+
+def _median_spec(tmp_path, bound="1e-3"):
+    spec_text = TINY_SPEC.replace(
+        'metric = "max_abs"\nbound = 1e-5', f'metric = "median_abs"\nbound = {bound}'
+    )
+    return make_project(tmp_path, spec_text)
+
+
+def test_median_abs_claim_passes_sparse_outliers_and_fails_a_shift(tmp_path):
+    """median |a - e| is measured on the host arrays: a few large outliers leave it near the
+    typical error (where max_abs and mean_abs would move), a shift of every element moves it."""
+    path = _median_spec(tmp_path)
+    rng = np.random.default_rng(1)
+    reference = {"y": rng.standard_normal((16, 16))}
+    noisy = {"y": reference["y"] + 1e-5 * rng.standard_normal((16, 16))}
+    noisy["y"][0, :5] += 10.0  # five outliers of 256: the median does not see them
+    verdict = check_equivalence("y-close", noisy, reference, spec=path, case="a")
+    assert verdict, verdict.failures
+    expected = float(np.median(np.abs(noisy["y"] - reference["y"])))
+    assert verdict.observed == expected < 1e-4
+    assert verdict.evidence["y"]["median_abs"] == expected
+    assert verdict.evidence["y"]["max_abs"] > 9  # the outliers are there
+    shifted = {"y": reference["y"] + 0.01}
+    verdict = check_equivalence("y-close", shifted, reference, spec=path, case="a")
+    assert not verdict
+    (failure,) = verdict.failures
+    assert (failure.metric, failure.where) == ("median_abs", "y")
+    assert failure.observed == pytest.approx(0.01) and failure.excess == pytest.approx(0.009)
+    assert "median_abs" in failure.describe() and "y" in failure.describe()
+
+
+def test_median_abs_counts_finite_positions_and_fails_nan_on_one_side(tmp_path):
+    path = _median_spec(tmp_path)
+    reference = {"y": np.array([1.0, 2.0, np.nan, 4.0], dtype=np.float32)}
+    same_nan = {"y": np.array([1.0, 2.5, np.nan, 4.0], dtype=np.float32)}
+    verdict = check_equivalence("y-close", same_nan, reference, spec=path, case="a")
+    assert verdict and verdict.observed == 0.0  # median of 0, 0.5, 0 (NaN both sides left out)
+    one_side = {"y": np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)}
+    verdict = check_equivalence("y-close", one_side, reference, spec=path, case="a")
+    assert not verdict and verdict.observed == np.inf
+    assert "NaN" in verdict.failures[0].detail
+    text = {"y": "not a number"}  # strings are compared by equality, never measured
+    verdict = check_equivalence("y-close", text, text, spec=path, case="a")
+    assert not verdict
+    assert verdict.failures[0].describe() == "input at y (median_abs needs numeric outputs)"
+
+
+def test_median_abs_is_calibrated_like_every_measured_metric():
+    def pair(case):
+        x = np.random.default_rng(case).standard_normal(256)
+        return {"y": x}, {"y": x.astype(np.float32).astype(np.float64)}
+
+    result = calibrate(pair, 16, metric="median_abs", metrics=["median_abs"], mutations=[shift()])
+    assert result and result.claim_metric.metric == "median_abs"
+    assert result.claim_metric.largest_noise < 1e-7  # float32 rounding of unit values
+    assert result.claim_metric.largest_noise < result.proposed_bound
     assert result.proposed_bound < result.claim_metric.smallest_bug
 
 

@@ -24,7 +24,7 @@ def widgets():
                 scope="output",
                 direction="min",
                 comparison="compare",
-                read=lambda oc: oc.max_abs,
+                measure=lambda p: p.compared.max_abs,
                 unit="widgets",
                 summary="widgets per case",
             )
@@ -35,7 +35,7 @@ def widgets():
                 scope="output",
                 direction="min",
                 comparison="compare",
-                read=lambda oc: oc.cosine,
+                measure=lambda p: p.compared.cosine,
                 near_one=True,
                 summary="a score just below 1",
             )

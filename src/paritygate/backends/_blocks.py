@@ -6,7 +6,11 @@ the final reduction is shared and the result does not depend on the kernel or th
 
 from __future__ import annotations
 
+from math import inf
+
 import numpy as np
+
+from ..metrics import STATISTICS, Statistic
 
 __all__ = ["BLOCK"]
 
@@ -15,46 +19,33 @@ BLOCK = 1 << 16
 
 
 class _Partials:
-    """Per-block partial results; every field is kept per block so that any kernel (numpy,
-    numba over threads) produces the same arrays and the final reduction is shared."""
+    """Per-block partial results of every statistic of :data:`~paritygate.metrics.STATISTICS`
+    (the integer ones in ``i``, uint64, the others in ``f``, float64), plus each block's ``key``:
+    the largest excess among its elements that differ (inf for a non-finite mismatch), which
+    picks the blocks the worst elements are sought in. ``mismatches`` counts every mismatch of
+    the block, non-finite ones included, and max_excess is taken over the elements that differ:
+    an equal element is never a mismatch, so neither the verdict nor a failure's excess depends
+    on it."""
 
-    FLOAT_FIELDS = (
-        "max_abs",
-        "sum_abs",
-        "max_rel",
-        "max_rel_symmetric",
-        "dot",
-        "norm_actual_sq",
-        "norm_expected_sq",
-        "diff_norm_sq",  # sum (a - e)^2 and sum (a - e)(a + e): 1 - cosine (metrics.py)
-        "norm_sq_gap",
-        "max_excess",
-        "atol_needed",
-        "rtol_needed",
-        "key",  # largest excess among elements that differ (inf for a non-finite mismatch)
-    )
-    # max_excess is also taken over the elements that differ: an equal element is never a
-    # mismatch, so the verdict and the reported excess of a failure do not depend on it.
-    INT_FIELDS = (
-        "n_finite",
-        "mismatches",
-        "ulp_max",
-        "ulp_nonzero",
-        "ulp_over",
-        "actual_nan",
-        "expected_nan",
-        "nan_both",
-        "nan_one_side",
-        "actual_inf",
-        "expected_inf",
-        "inf_mismatch",
-    )
+    FLOAT = tuple(s for s in STATISTICS if not s.integer) + (Statistic("key", "max", empty=-inf),)
+    INT = tuple(s for s in STATISTICS if s.integer)
+    FLOAT_FIELDS = tuple(s.name for s in FLOAT)
+    INT_FIELDS = tuple(s.name for s in INT)
 
     def __init__(self, n_blocks: int):
-        self.f = np.zeros((n_blocks, len(self.FLOAT_FIELDS)), dtype=np.float64)
-        self.i = np.zeros((n_blocks, len(self.INT_FIELDS)), dtype=np.uint64)
-        self.f[:, self.FLOAT_FIELDS.index("max_excess")] = -np.inf
-        self.f[:, self.FLOAT_FIELDS.index("key")] = -np.inf
+        self.f = np.tile(np.array([s.empty for s in self.FLOAT]), (n_blocks, 1))
+        self.i = np.zeros((n_blocks, len(self.INT)), dtype=np.uint64)
+
+    def merged(self) -> dict[str, float]:
+        """Every statistic merged over the blocks (``key`` left out): sums and counts added,
+        maxima taken; the blocks must be at least one."""
+        out = {}
+        for table, stats in ((self.f, self.FLOAT), (self.i, self.INT)):
+            for j, st in enumerate(stats):
+                column = table[:, j]
+                out[st.name] = column.max() if st.reduce == "max" else column.sum()
+        del out["key"]
+        return out
 
 
 _F = {name_: i for i, name_ in enumerate(_Partials.FLOAT_FIELDS)}

@@ -16,8 +16,19 @@ from typing import Any
 
 from .._dtypes import ML_DTYPES_NAMES
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, finish_plan, promote
-from ..results import Element, NonFinite, OutputComparison, Tolerance
+from ..metrics import (
+    COUNT_STATS,
+    MAX_STATS,
+    STATISTICS,
+    STATS,
+    SUM_STATS,
+    RawStats,
+    dtype_kind,
+    finish_plan,
+    promote,
+    raw_stats_from,
+)
+from ..results import Element, OutputComparison, Tolerance
 
 __all__ = [
     "SUM_STATS",
@@ -36,43 +47,8 @@ __all__ = [
     "ML_DTYPES_NAMES",
 ]
 
-# Dtypes frameworks hold but numpy knows only through ml_dtypes (read back by name, not by numpy):
-# defined once in paritygate._dtypes.
-
-# Sums accumulate in float64 (or compensated float32); maxima are plain maxima; counts are exact.
-# diff_norm_sq = sum (a - e)^2 and norm_sq_gap = sum (a - e)(a + e): 1 - cosine with relative
-# precision near cos = 1 (metrics.one_minus_cosine), from the elementwise difference.
-SUM_STATS = (
-    "sum_abs",
-    "dot",
-    "norm_actual_sq",
-    "norm_expected_sq",
-    "diff_norm_sq",
-    "norm_sq_gap",
-)
-MAX_STATS = (
-    "max_abs",
-    "max_rel",
-    "max_rel_symmetric",
-    "max_excess",  # over finite positions; -inf when none
-    "atol_needed",
-    "rtol_needed",
-    "ulp_max",
-)
-COUNT_STATS = (
-    "n_finite",
-    "mismatch_finite",  # finite positions outside atol + rtol*|e|
-    "ulp_nonzero",
-    "ulp_over",
-    "actual_nan",
-    "expected_nan",
-    "nan_both",
-    "nan_one_side",
-    "actual_inf",
-    "expected_inf",
-    "inf_mismatch",
-)
-STATS = SUM_STATS + MAX_STATS + COUNT_STATS
+# The statistics vector is laid out as metrics.STATISTICS (sums, maxima, counts); ML_DTYPES_NAMES
+# (dtypes numpy knows only through ml_dtypes) is defined once in paritygate._dtypes.
 
 # Bits of the integer a floating dtype is viewed as for ULP ordering.
 ULP_INT_BITS = {
@@ -164,9 +140,7 @@ def empty_stats() -> Any:
     """The :data:`STATS` vector of an output with no elements: zero sums and counts, no excess."""
     import numpy as np
 
-    vector = np.zeros(len(STATS))
-    vector[STATS.index("max_excess")] = -math.inf
-    return vector
+    return np.array([st.empty for st in STATISTICS])
 
 
 def split_stats(host: Any, k: int) -> tuple[Any, Any, Any, Any]:
@@ -219,46 +193,18 @@ def raw_stats(
     positions a kernel may return as filler are dropped.
     """
     s = dict(zip(STATS, (float(v) for v in stats)))
-    nf = NonFinite(
-        actual_nan=int(s["actual_nan"]),
-        expected_nan=int(s["expected_nan"]),
-        nan_both=int(s["nan_both"]),
-        nan_one_side=int(s["nan_one_side"]),
-        actual_inf=int(s["actual_inf"]),
-        expected_inf=int(s["expected_inf"]),
-        inf_mismatch=int(s["inf_mismatch"]),
-    )
+    has_ulp = p.ulp_dtype is not None and p.kind == "float"
+    out = raw_stats_from(s, p.size, ulp=has_ulp, ulp_over=tolerance.max_ulp is not None)
+    nf = out.nonfinite
+    # The kernels count the finite mismatches; the non-finite ones come from the counts.
     nonfinite_mismatches = (
         nf.nan_one_side + nf.inf_mismatch + (0 if tolerance.equal_nan else nf.nan_both)
     )
-    mismatches = int(s["mismatch_finite"]) + nonfinite_mismatches
-    max_excess, atol_needed, rtol_needed = s["max_excess"], s["atol_needed"], s["rtol_needed"]
+    out.mismatches += nonfinite_mismatches
     if nonfinite_mismatches:
-        max_excess = atol_needed = rtol_needed = math.inf
-    has_ulp = p.ulp_dtype is not None and p.kind == "float"
-    stats_out = RawStats(
-        size=p.size,
-        n_finite=int(s["n_finite"]),
-        max_abs=s["max_abs"],
-        sum_abs=s["sum_abs"],
-        max_rel=s["max_rel"],
-        max_rel_symmetric=s["max_rel_symmetric"],
-        dot=s["dot"],
-        norm_actual_sq=s["norm_actual_sq"],
-        norm_expected_sq=s["norm_expected_sq"],
-        diff_norm_sq=s["diff_norm_sq"],
-        norm_sq_gap=s["norm_sq_gap"],
-        ulp_max=int(s["ulp_max"]) if has_ulp else None,
-        ulp_nonzero=int(s["ulp_nonzero"]) if has_ulp else None,
-        ulp_over=int(s["ulp_over"]) if has_ulp and tolerance.max_ulp is not None else None,
-        mismatches=mismatches,
-        max_excess=max_excess,
-        atol_needed=atol_needed,
-        rtol_needed=rtol_needed,
-        nonfinite=nf,
-    )
-    stats_out.worst = worst_elements(p, worst_flat, worst_actual, worst_expected, tolerance)
-    return stats_out
+        out.max_excess = out.atol_needed = out.rtol_needed = math.inf
+    out.worst = worst_elements(p, worst_flat, worst_actual, worst_expected, tolerance)
+    return out
 
 
 def worst_elements(

@@ -33,34 +33,50 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ._device import COUNT_STATS
+from ..metrics import COUNT_STATS, MAX_STATS, SUM_STATS
 
-__all__ = ["FCOLS", "UCOLS", "BODY", "layout", "supports", "run"]
+__all__ = ["FCOLS", "UCOLS", "FLOAT_MAXES", "BODY", "layout", "supports", "run"]
 
-# Per-thread columns, float32 and uint32.
+# The maxima reduced as floats: max_abs travels exactly (hi + lo, or an integer), ulp_max as an
+# integer.
+FLOAT_MAXES = tuple(n for n in MAX_STATS if n not in ("max_abs", "ulp_max"))
+
+# Per-thread columns, float32 and uint32, from the engine's statistics: each sum with its
+# compensation, the float maxima (max_abs as hi + lo), the worst-k rank; the counts, then the
+# ULP maximum. Each column is the body's variable of _VARIABLE (stored at the body's end).
+_SUM_VARS = {name: f"s{j}" for j, name in enumerate(SUM_STATS)}
+_VARIABLE = {
+    **_SUM_VARS,
+    **{f"{name}_c": "-c" + var[1:] for name, var in _SUM_VARS.items()},
+    "max_rel": "m_rel",
+    "max_rel_symmetric": "m_rels",
+    "max_excess": "m_exc",
+    "atol_needed": "m_atn",
+    "rtol_needed": "m_rtn",
+    "max_abs_hi": "m_hi",
+    "max_abs_lo": "m_lo",
+    "rank": "m_rank",
+    "n_finite": "n_fin",
+    "mismatches": "n_mis",
+    "ulp_nonzero": "u_nz",
+    "ulp_over": "u_over",
+    "actual_nan": "k_nan_a",
+    "expected_nan": "k_nan_e",
+    "nan_both": "k_nan_both",
+    "nan_one_side": "k_nan_one",
+    "actual_inf": "k_inf_a",
+    "expected_inf": "k_inf_e",
+    "inf_mismatch": "k_inf_bad",
+    "ulp_max": "u_max",
+}
 FCOLS = (
-    "sum_abs",
-    "sum_abs_c",
-    "dot",
-    "dot_c",
-    "norm_actual_sq",
-    "norm_actual_sq_c",
-    "norm_expected_sq",
-    "norm_expected_sq_c",
-    "diff_norm_sq",
-    "diff_norm_sq_c",
-    "norm_sq_gap",
-    "norm_sq_gap_c",
-    "max_rel",
-    "max_rel_symmetric",
-    "max_excess",
-    "atol_needed",
-    "rtol_needed",
+    *(c for name in SUM_STATS for c in (name, f"{name}_c")),
+    *FLOAT_MAXES,
     "max_abs_hi",
     "max_abs_lo",
     "rank",
 )
-UCOLS = (*COUNT_STATS, "ulp_max")  # the engine's counts, in its order, then the ULP maximum
+UCOLS = (*COUNT_STATS, "ulp_max")
 DTYPES = {"bfloat16": 2, "float16": 1, "float32": 3}  # the DT template constant
 MAX_GROUPS = 1 << 15  # groups of 32 threads: at most 2**20 threads, 128 MiB of columns
 MIN_GROUP_SPAN = 2048  # elements per group at least (fewer groups for small arrays)
@@ -166,33 +182,12 @@ for (uint base = start + lane; base < stop; base += 512u) {
   yk = p4 - c4; t = s4 + yk; c4 = (t - s4) - yk; s4 = t;
   yk = p5 - c5; t = s5 + yk; c5 = (t - s5) - yk; s5 = t;
 }
-F[0u * T + tid] = s0; F[1u * T + tid] = -c0;
-F[2u * T + tid] = s1; F[3u * T + tid] = -c1;
-F[4u * T + tid] = s2; F[5u * T + tid] = -c2;
-F[6u * T + tid] = s3; F[7u * T + tid] = -c3;
-F[8u * T + tid] = s4; F[9u * T + tid] = -c4;
-F[10u * T + tid] = s5; F[11u * T + tid] = -c5;
-F[12u * T + tid] = m_rel;
-F[13u * T + tid] = m_rels;
-F[14u * T + tid] = m_exc;
-F[15u * T + tid] = m_atn;
-F[16u * T + tid] = m_rtn;
-F[17u * T + tid] = m_hi;
-F[18u * T + tid] = m_lo;
-F[19u * T + tid] = m_rank;
-U[0u * T + tid] = n_fin;
-U[1u * T + tid] = n_mis;
-U[2u * T + tid] = u_nz;
-U[3u * T + tid] = u_over;
-U[4u * T + tid] = k_nan_a;
-U[5u * T + tid] = k_nan_e;
-U[6u * T + tid] = k_nan_both;
-U[7u * T + tid] = k_nan_one;
-U[8u * T + tid] = k_inf_a;
-U[9u * T + tid] = k_inf_e;
-U[10u * T + tid] = k_inf_bad;
-U[11u * T + tid] = u_max;
 """
+BODY += "".join(
+    f"{out}[{j}u * T + tid] = {_VARIABLE[c]};\n"
+    for out, cols in (("F", FCOLS), ("U", UCOLS))
+    for j, c in enumerate(cols)
+)
 
 # Helpers shared by every target: decoding raw bits to float32 and ordering them for ULPs.
 # pg_as_float (a bit cast) comes from the target's prelude.

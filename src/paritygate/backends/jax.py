@@ -58,6 +58,7 @@ from ..errors import InputError
 from ..results import OutputComparison, Tolerance
 from ._device import (
     COUNT_STATS,
+    MAX_STATS,
     STATS,
     ULP_INT_BITS,
     compare_on_host,
@@ -623,7 +624,8 @@ def _finish(got: list, starts: list, p: Any, ktol: Tolerance, tolerance: Toleran
 
     sums = np.sum([np.asarray(r[0], np.float64) for r in got], axis=0)
     maxes = np.max([np.asarray(r[1], np.float64) for r in got], axis=0)
-    maxes[4] = max(maxes[4], 0.0)  # atol_needed: the largest slack, never below zero
+    atol = MAX_STATS.index("atol_needed")
+    maxes[atol] = max(maxes[atol], 0.0)  # the largest slack, never below zero
     counts = np.sum([np.asarray(r[2], np.float64) for r in got], axis=0)
     umax = max(float(r[3]) for r in got)
     maxes = np.append(maxes, umax)  # ulp_max, the last of MAX_STATS, in its own integer slot

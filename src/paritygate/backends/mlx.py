@@ -79,6 +79,7 @@ from ._device import (
     COUNT_STATS,
     ML_DTYPES_NAMES,
     STATS,
+    SUM_STATS,
     ULP_INT_BITS,
     compare_on_host,
     empty_stats,
@@ -88,6 +89,7 @@ from ._device import (
     raw_stats,
     split_stats,
 )
+from ._mlx_kernel import FLOAT_MAXES
 
 __all__ = [
     "name",
@@ -276,23 +278,9 @@ def _candidate_values(x: Any) -> Any:
     return x
 
 
-# Layout of a chunk's float row and integer row.
-_FROW = (
-    "sum_abs",
-    "dot",
-    "norm_actual_sq",
-    "norm_expected_sq",
-    "diff_norm_sq",
-    "norm_sq_gap",
-    "max_rel",
-    "max_rel_symmetric",
-    "max_excess",
-    "atol_needed",
-    "rtol_needed",
-    "max_abs_hi",
-    "max_abs_lo",
-)
-_IROW = (*COUNT_STATS, "ulp_max", "max_abs_int")
+# Layout of a chunk's float row: the engine's sums and float maxima, max_abs exactly as hi + lo;
+# its integer row holds the counts (COUNT_STATS), then ulp_max and max_abs as an integer.
+_FROW = (*SUM_STATS, *FLOAT_MAXES, "max_abs_hi", "max_abs_lo")
 
 
 @functools.lru_cache(maxsize=64)
@@ -513,7 +501,7 @@ def _reduce(
         int(k),
     )
     from_numpy = side_a.mlx_array is None or side_e.mlx_array is None
-    n_sums = _FROW.index("max_rel")
+    n_sums = len(SUM_STATS)
     total = mx.zeros((n_sums,), dtype=acc)
     comp = mx.zeros((n_sums,), dtype=acc)
     outs = []
@@ -539,13 +527,13 @@ def _reduce(
             mx.eval(outs[back])
     frows = mx.stack([o[0] for o in outs])
     irows = mx.stack([o[1] for o in outs])
-    fi, ii = {s: i for i, s in enumerate(_FROW)}, {s: i for i, s in enumerate(_IROW)}
+    fi = {s: i for i, s in enumerate(_FROW)}
     hi = frows[:, fi["max_abs_hi"]]
     hi_max = hi.max()
     lo_max = mx.where(hi == hi_max, frows[:, fi["max_abs_lo"]], -math.inf).max()
-    fmax = frows[:, fi["max_rel"] : fi["rtol_needed"] + 1].max(axis=0)
-    counts = irows[:, : ii["inf_mismatch"] + 1].sum(axis=0)
-    imax = irows[:, ii["ulp_max"] :].max(axis=0)
+    fmax = frows[:, n_sums : n_sums + len(FLOAT_MAXES)].max(axis=0)
+    counts = irows[:, : len(COUNT_STATS)].sum(axis=0)
+    imax = irows[:, len(COUNT_STATS) :].max(axis=0)
     # total and its compensation cross separately: their float32 sum would round once more.
     outputs = [mx.stack([total, comp]), fmax, mx.stack([hi_max, lo_max]), counts, imax]
     kk = 0
@@ -560,9 +548,9 @@ def _reduce(
     s = {}
     for key, t, c in zip(_FROW[:n_sums], sums[0], sums[1]):
         s[key] = float(t) + float(c)
-    for key, v in zip(_FROW[n_sums : n_sums + 5], fmax_h):
+    for key, v in zip(FLOAT_MAXES, fmax_h):
         s[key] = float(v)
-    for key, v in zip(_IROW[:11], counts_h):
+    for key, v in zip(COUNT_STATS, counts_h):
         s[key] = int(v)
     s["ulp_max"] = int(imax_h[0])
     if p.kind == "float":
@@ -611,12 +599,14 @@ def reduce_columns(
     fc = {c: i for i, c in enumerate(_mlx_kernel.FCOLS)}
     uc = {c: i for i, c in enumerate(_mlx_kernel.UCOLS)}
     f32 = mx.float32
-    sums = mx.stack([_sum(f[i], f32) for i in range(12)])  # each sum and its compensation
-    fmax = f[fc["max_rel"] : fc["rtol_needed"] + 1].max(axis=1)
+    sums = mx.stack(
+        [_sum(f[i], f32) for i in range(2 * len(SUM_STATS))]
+    )  # each sum and its compensation
+    fmax = f[fc[FLOAT_MAXES[0]] : fc[FLOAT_MAXES[-1]] + 1].max(axis=1)
     hi = f[fc["max_abs_hi"]]
     hi_max = hi.max()
     lo_max = mx.where(hi == hi_max, f[fc["max_abs_lo"]], -math.inf).max()
-    counts = u[: uc["inf_mismatch"] + 1].astype(mx.uint64).sum(axis=1)
+    counts = u[: len(COUNT_STATS)].astype(mx.uint64).sum(axis=1)
     ulp_max = u[uc["ulp_max"]].max()
     outputs = [sums, fmax, mx.stack([hi_max, lo_max]), counts, ulp_max]
     # Float32 ranks can tie elements whose float64 excesses differ: 2k candidates, ranked again
@@ -643,11 +633,11 @@ def reduce_columns(
     got = [np.array(x) for x in outputs]
     sums_h, fmax_h, hilo, counts_h, umax_h = got[:5]
     s = {}
-    for j, key in enumerate(_FROW[:6]):
+    for j, key in enumerate(SUM_STATS):
         s[key] = float(sums_h[2 * j]) + float(sums_h[2 * j + 1])
-    for key, v in zip(_FROW[6:11], fmax_h):
+    for key, v in zip(FLOAT_MAXES, fmax_h):
         s[key] = float(v)
-    for key, v in zip(_IROW[:11], counts_h):
+    for key, v in zip(COUNT_STATS, counts_h):
         s[key] = int(v)
     s["ulp_max"] = int(umax_h)
     s["max_abs"] = float(hilo[0]) + float(hilo[1])

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import RawStats, dtype_kind, finish_plan, promote
-from ..results import Element, NonFinite, OutputComparison, Tolerance
+from ..metrics import RawStats, dtype_kind, finish_plan, promote, raw_stats_from
+from ..results import Element, OutputComparison, Tolerance
 from ._blocks import _F, _I, BLOCK, _Partials
 
 __all__ = [
@@ -778,55 +778,25 @@ def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
 
 
 def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
-    f, i = partials.f, partials.i
     size = int(pair.a.size)
-    stats = RawStats(size=size, n_finite=int(i[:, _I["n_finite"]].sum()))
-    if size:
-        stats.max_abs = float(f[:, _F["max_abs"]].max())
-        stats.sum_abs = float(f[:, _F["sum_abs"]].sum())
-        stats.max_rel = float(f[:, _F["max_rel"]].max())
-        stats.max_rel_symmetric = float(f[:, _F["max_rel_symmetric"]].max())
-        stats.dot = float(f[:, _F["dot"]].sum())
-        stats.norm_actual_sq = float(f[:, _F["norm_actual_sq"]].sum())
-        stats.norm_expected_sq = float(f[:, _F["norm_expected_sq"]].sum())
-        stats.diff_norm_sq = float(f[:, _F["diff_norm_sq"]].sum())
-        stats.norm_sq_gap = float(f[:, _F["norm_sq_gap"]].sum())
-        sums = (stats.dot, stats.norm_actual_sq, stats.norm_expected_sq)
-        finite = all(math.isfinite(x) for x in (*sums, stats.diff_norm_sq, stats.norm_sq_gap))
-        if stats.n_finite and (not finite or 0.0 in sums[1:]):
-            # Squares beyond float64 (values above ~1e154), or a norm that underflowed to zero
-            # (values below ~1e-162; a side that is truly all zeros stays zero): the cosine is
-            # scale-invariant, so its sums are recomputed with each side scaled by a power of two.
-            (
-                stats.dot,
-                stats.norm_actual_sq,
-                stats.norm_expected_sq,
-                stats.diff_norm_sq,
-                stats.norm_sq_gap,
-            ) = _scaled_products(pair)
-        stats.max_excess = float(f[:, _F["max_excess"]].max())
-        stats.atol_needed = float(f[:, _F["atol_needed"]].max())
-        stats.rtol_needed = float(f[:, _F["rtol_needed"]].max())
-    stats.mismatches = int(i[:, _I["mismatches"]].sum())
-    if s.ulp_dtype is not None:
-        stats.ulp_max = int(i[:, _I["ulp_max"]].max()) if size else 0
-        stats.ulp_nonzero = int(i[:, _I["ulp_nonzero"]].sum())
-        stats.ulp_over = int(i[:, _I["ulp_over"]].sum()) if s.max_ulp is not None else None
-    stats.nonfinite = NonFinite(
-        **{
-            field: int(i[:, _I[field]].sum())
-            for field in (
-                "actual_nan",
-                "expected_nan",
-                "nan_both",
-                "nan_one_side",
-                "actual_inf",
-                "expected_inf",
-                "inf_mismatch",
-            )
-        }
+    merged = partials.merged() if size else {}
+    stats = raw_stats_from(
+        merged, size, ulp=s.ulp_dtype is not None, ulp_over=s.max_ulp is not None
     )
-    stats.worst = _worst(pair, s, f[:, _F["key"]], k)
+    sums = (stats.dot, stats.norm_actual_sq, stats.norm_expected_sq)
+    finite = all(math.isfinite(x) for x in (*sums, stats.diff_norm_sq, stats.norm_sq_gap))
+    if stats.n_finite and (not finite or 0.0 in sums[1:]):
+        # Squares beyond float64 (values above ~1e154), or a norm that underflowed to zero
+        # (values below ~1e-162; a side that is truly all zeros stays zero): the cosine is
+        # scale-invariant, so its sums are recomputed with each side scaled by a power of two.
+        (
+            stats.dot,
+            stats.norm_actual_sq,
+            stats.norm_expected_sq,
+            stats.diff_norm_sq,
+            stats.norm_sq_gap,
+        ) = _scaled_products(pair)
+    stats.worst = _worst(pair, s, partials.f[:, _F["key"]], k)
     return stats
 
 

@@ -128,7 +128,7 @@ def calibrate_dataset_claim(
     candidate = candidate or claim.candidates[0]
     names = list(cases) if cases else list(loaded.cases)
     expected: dict[str, dict[str, Any]] | None = None
-    if claim.metric == "agreement":
+    if "reference" in claim.metric_entry.needs:
         from ..references import load_reference
 
         reference = load_reference(loaded)
@@ -245,7 +245,7 @@ class _Pooled:
     def __init__(self, claim: Any, spec: Any, names: list[str], outputs: dict, expected, where):
         self.spec, self.claim = spec, claim
         self.label_key = claim.params.get("label", "label")
-        self.labels = claim.metric in ("accuracy", "ece")
+        self.labels = "labels" in claim.metric_entry.needs
         parts: dict[str, list[np.ndarray]] = {}
         refs: dict[str, list[np.ndarray]] = {}
         labels: list[np.ndarray] = []

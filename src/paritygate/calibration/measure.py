@@ -502,8 +502,7 @@ class _Measure:
             )
         self.metrics = metrics
         self.tolerance = Tolerance(rel_eps=rel_eps, worst_k=0)
-        self.ssim_data_range = ssim_data_range
-        self.ssim_channel_axis = ssim_channel_axis
+        self.params = {"data_range": ssim_data_range, "channel_axis": ssim_channel_axis}
 
     def __call__(
         self,
@@ -511,13 +510,12 @@ class _Measure:
         expected: Mapping[str, np.ndarray],
         paths: Sequence[str],
     ) -> tuple[dict[str, dict[str, float]], bool]:
-        from ..compare import compare_output
-
         values: dict[str, dict[str, float]] = {}
         zero = True
         for path in paths:
             a, e = actual[path], expected[path]
-            out = compare_output(a, e, self.tolerance, path)
+            pair = claim_metrics.Pair(a, e, path, self.params, self.tolerance)
+            out = pair.compared
             nf = out.nonfinite
             nonfinite = bool(nf.nan_one_side or nf.inf_mismatch)
             # An exact claim is byte equality: a zero difference in value with other bytes
@@ -526,14 +524,10 @@ class _Measure:
             row: dict[str, float] = {}
             for name in self.metrics:
                 entry = claim_metrics.get(name)
-                if entry.comparison == "images":
-                    value = entry.read(
-                        _images(a, e, self.ssim_data_range, self.ssim_channel_axis, path)
-                    )
-                elif nonfinite:  # NaN or an infinity on one side: the metric's worst value
-                    value = entry.worst
+                if nonfinite and entry.comparison != "images":
+                    value = entry.worst  # NaN or an infinity on one side: the worst value
                 else:
-                    value = entry.read(out)
+                    value = entry.measure(pair)
                 if value is None or math.isnan(value):
                     # Undefined: the worst value where that is a failure (a zero-norm side's
                     # cosine), else left out (the ULP distance of integer outputs).
@@ -541,16 +535,6 @@ class _Measure:
                 row[name] = float(value)
             values[path] = row
         return values, zero
-
-
-def _images(
-    actual: np.ndarray, expected: np.ndarray, data_range: float, channel_axis: int | None, path: str
-) -> Any:
-    from ..structured import compare_images
-
-    return compare_images(
-        actual, expected, data_range=data_range, channel_axis=channel_axis, path=path
-    )
 
 
 def _distribution(
