@@ -240,3 +240,33 @@ def test_pytest_plugin_run_from_the_tests_folder(port, monkeypatch):
     result = _pytest_in(port / "tests")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        'callable = "runners:crashing"',  # crashes on every case
+        'factory = "runners:load_onnx"\noptions = { path = "nope.onnx" }',  # never starts
+    ],
+    ids=["every-case", "factory"],
+)
+def test_pytest_plugin_shows_a_crashing_runner_once_and_first(port, monkeypatch, candidate):
+    extra = ("--pass", "inputs", "--factory", "candidate", "--atol", "3.3e-6")
+    assert _init(port, monkeypatch, *extra) == 0
+    assert main(["record", str(port)]) == 0
+    spec = port / "parity.toml"
+    text = spec.read_text()
+    spec.write_text(text.replace('factory = "runners:load_onnx"', candidate))
+    (port / "tests").mkdir()
+    (port / "tests" / "test_parity.py").write_text(PLUGIN_TEST)
+    result = _pytest_in(port / "tests")
+    assert result.returncode == 1, result.stdout
+    lines = result.stdout.splitlines()
+    section = lines[next(i for i, line in enumerate(lines) if "= paritygate =" in line) :]
+    section = section[: next(i for i, line in enumerate(section) if "short test summary" in line)]
+    assert not [line for line in section if len(line) > 80], section
+    errors = [i for i, line in enumerate(section) if line.startswith("  ERROR runner candidate")]
+    claim = [i for i, line in enumerate(section) if line.startswith("  FAIL outputs-max-abs")]
+    assert len(errors) == 1 and len(claim) == 1 and errors[0] < claim[0], section
+    assert not [line for line in section if "FAIL batch_" in line], section
+    assert "    not evaluated on 40 case(s): the runner failed (ERROR above)" in section
