@@ -153,13 +153,34 @@ def add_cases(
     return plan
 
 
-def runner_table(role: str, target: str, *, output_format: str = "npz") -> dict[str, Any]:
+def runner_table(
+    role: str,
+    target: str,
+    *,
+    output_format: str = "npz",
+    pass_as: str = "case",
+    factory: bool = False,
+) -> dict[str, Any]:
     """A runner's table from ``module:function`` (in-process) or a command line (a string with
-    spaces, ``{case}`` and ``{out}`` placeholders: the subprocess protocol)."""
+    spaces, ``{case}`` and ``{out}`` placeholders: the subprocess protocol).
+
+    An in-process function receives what ``pass_as`` names (``case``, ``inputs``, ``path``: the
+    spec's ``pass``); with ``factory`` the function is a factory, called once with no
+    arguments, that returns the per-case callable."""
+    from .spec import PASS_STYLES
+
+    if pass_as not in PASS_STYLES:
+        raise InputError(f"--pass {pass_as!r}: expected one of {', '.join(PASS_STYLES)}")
     table: dict[str, Any] = {"role": role}
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", target):
-        table["callable"] = target
+        table["factory" if factory else "callable"] = target
+        if pass_as != "case":
+            table["pass"] = pass_as
         return table
+    if factory:
+        raise InputError(
+            f"--factory {role}: {target!r} is a command; a factory is a 'module:function'"
+        )
     argv = shlex.split(target)
     if not argv or "{out}" not in " ".join(argv):
         raise InputError(
@@ -171,25 +192,69 @@ def runner_table(role: str, target: str, *, output_format: str = "npz") -> dict[
     return table
 
 
-def _discover_outputs(root: Path, spec_text: str, spec_path: Path) -> list[str]:
-    """Run the reference on the first case (as the spec will) and list the outputs it returns."""
+def _first_case_failure(exc: Any, role: str, target: str, both: bool) -> InputError:
+    """A runner failed on the first case while a spec was being started: one short line naming
+    the runner, the case, where in its code, the exception; ``--pass`` when the failure looks
+    like the wrong calling convention (a function reading ``inputs["x"]`` handed a Case)."""
+    from .errors import failure_site, shorten
+
+    at = exc.site or failure_site(exc.stderr)
+    hint = None
+    if exc.suggested_pass:
+        # One style given for both runners (or none): the reference failing first says how both
+        # are written; otherwise the option names the runner.
+        style = exc.suggested_pass
+        option = style if both and role == "reference" else f"{role}:{style}"
+        hint = f"it reads {_PASS_WORDS[style]}: try --pass {option}"
+    when = f"on case {exc.case}" if exc.case else "to start"
+    return InputError(
+        f"{role} {target} failed {when} ({exc.kind}"
+        + (f" at {at}" if at else "")
+        + f"): {shorten(exc.message)}",
+        hint=hint,
+    )
+
+
+_PASS_WORDS = {
+    "inputs": "the case's inputs (a dict)",
+    "path": "the case file's path",
+    "case": "a Case (.path .load())",
+}
+
+
+def _run_first_case(
+    spec_text: str,
+    spec_path: Path,
+    targets: dict[str, str],
+    *,
+    required: str | None,
+    both: bool = True,
+) -> list[str]:
+    """Run the spec's runners (role -> the target the user gave) on its first case, as the
+    gate will: the outputs of ``required`` (the reference) are returned, and any failure of it
+    is an error; another runner's failure is an error only when it looks like the wrong calling
+    convention (any other failure is the gate's to report)."""
     from .errors import RunFailure
     from .runners import make_runner
     from .spec import spec_from_text
 
     spec = spec_from_text(spec_text, spec_path)
     first = next(iter(spec.cases.values()))
-    active = make_runner(spec.reference, spec)
-    try:
-        active.activate()
-        run = active.run(first)
-    except RunFailure as exc:
-        raise InputError(
-            f"running the reference on case {first.name} failed: {exc.describe()}"
-        ) from None
-    finally:
-        active.deactivate()
-    return sorted(run.outputs)
+    found: list[str] = []
+    for role, target in targets.items():
+        active = make_runner(spec.runners[role], spec)
+        try:
+            active.activate()
+            run = active.run(first)
+        except RunFailure as exc:
+            if role == required or exc.suggested_pass:
+                raise _first_case_failure(exc, role, target, both) from None
+            continue
+        finally:
+            active.deactivate()
+        if role == required:
+            found = sorted(run.outputs)
+    return found
 
 
 def _toml_value(value: Any) -> str:
@@ -211,13 +276,31 @@ def scaffold_text(
     name: str | None = None,
     mode: str = "stored",
     header: list[str] | None = None,
+    pass_as: str | dict[str, str] = "case",
+    factories: tuple[str, ...] = (),
 ) -> str:
     """The text of a first spec rooted at ``root`` (see :func:`init_spec`)."""
     from .spec import SPEC_FORMAT_VERSION
 
+    roles = ("reference", "candidate")
+    styles = dict(pass_as) if isinstance(pass_as, dict) else dict.fromkeys(roles, pass_as)
+    unknown = sorted(set(factories) - set(roles))
+    if unknown:
+        raise InputError(f"--factory {unknown[0]!r}: expected reference or candidate")
+    unknown = sorted(set(styles) - set(roles))
+    if unknown:
+        raise InputError(f"--pass {unknown[0]}:STYLE: expected reference: or candidate:")
     plan = _plan(root, _matches(root, cases), {})
-    ref = runner_table("reference", reference, output_format=output_format)
-    cand = runner_table("candidate", candidate, output_format=output_format)
+    ref, cand = (
+        runner_table(
+            role,
+            target,
+            output_format=output_format,
+            pass_as=styles.get(role, "case"),
+            factory=role in factories,
+        )
+        for role, target in (("reference", reference), ("candidate", candidate))
+    )
     top = list(header or []) + [
         f"format_version = {SPEC_FORMAT_VERSION}",
         f"name = {_toml_value(name or root.name)}",
@@ -255,10 +338,18 @@ def scaffold_text(
         lines = top + [f"outputs = {_toml_value(names)}"] + body + claims + case_lines
         return "\n".join(lines) + "\n"
 
+    targets = {"reference": reference, "candidate": candidate}
+    both = len(set(styles.get(r, "case") for r in roles)) == 1
     if outputs is None:
-        outputs = _discover_outputs(root, text_for(["output"]), root / "parity.toml")
+        outputs = _run_first_case(
+            text_for(["output"]), root / "parity.toml", targets, required="reference", both=both
+        )
         if not outputs:
             raise InputError("the reference returned no outputs on the first case")
+    else:
+        _run_first_case(
+            text_for(list(outputs)), root / "parity.toml", targets, required=None, both=both
+        )
     return text_for(list(outputs))
 
 
@@ -273,10 +364,16 @@ def init_spec(
     output_format: str = "npz",
     name: str | None = None,
     force: bool = False,
+    pass_as: str | dict[str, str] = "case",
+    factories: tuple[str, ...] = (),
 ) -> Path:
     """Write ``parity.toml`` in ``folder``: the cases ``cases`` match, pinned; the reference and
     the candidate; the outputs (found by running the reference on the first case unless given);
-    one provisional claim over every output: exact, or max-abs ``atol`` when given.
+    one provisional claim over every output: exact, or max-abs ``atol`` when given. In-process
+    functions receive what ``pass_as`` names (the spec's ``pass``; one style for both, or
+    role -> style); the roles in ``factories``
+    name factories. Both runners are tried on the first case: the reference must run, and a
+    runner that fails as if handed the wrong argument is refused with the ``--pass`` to use.
 
     Refuses to replace an existing spec unless ``force``. Returns the spec's path."""
     root = Path(folder).resolve()
@@ -299,6 +396,8 @@ def init_spec(
         output_format=output_format,
         name=name,
         header=header,
+        pass_as=pass_as,
+        factories=factories,
     )
     _write_validated(path, text)
     return path
@@ -314,6 +413,8 @@ def quick(
     output_format: str = "npz",
     save_spec: str | Path | None = None,
     root: str | Path | None = None,
+    pass_as: str | dict[str, str] = "case",
+    factories: tuple[str, ...] = (),
 ) -> tuple[Any, str]:
     """Run reference and candidate on every input, back to back in this process (paired mode:
     nothing is recorded), and evaluate an exact claim over every output (max-abs ``atol`` and/or
@@ -343,6 +444,8 @@ def quick(
         output_format=output_format,
         mode="paired",
         header=header,
+        pass_as=pass_as,
+        factories=factories,
     )
     spec = spec_from_text(text, target)
     if save_spec is not None:

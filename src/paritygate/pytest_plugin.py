@@ -225,11 +225,11 @@ def headline(data: dict[str, Any]) -> str:
     return text
 
 
-def failure_message(data: dict[str, Any]) -> str:
-    """Headline, then the gate's terminal lines (claims, failures expanded)."""
+def failure_message(data: dict[str, Any], width: int = 100) -> str:
+    """Headline, then the gate's terminal lines (claims, failures expanded) at ``width``."""
     from .reports.terminal import render_lines
 
-    lines = [text for text, _ in render_lines(data, width=100)]
+    lines = [text for text, _ in render_lines(data, width=width)]
     return headline(data) + "\n" + "\n".join(lines)
 
 
@@ -305,9 +305,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not state.runs:
         return
     from .reports._common import case_label, fmt
-    from .reports.terminal import claim_summaries
+    from .reports.terminal import claim_summaries, run_error_groups, wrap_lines
 
     verbose = config.getoption("verbose", 0) > 0
+    width = _width(config)
 
     terminalreporter.section("paritygate")
 
@@ -316,6 +317,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             return str(path.relative_to(config.rootpath))
         except ValueError:
             return str(path)
+
+    def write(text: str, indent: str = "") -> None:
+        for line in wrap_lines(text, width, indent):
+            terminalreporter.write_line(line)
 
     for run in state.runs:
         scope = " ".join(
@@ -327,38 +332,58 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             if part
         )
         if run.recorded:
-            terminalreporter.write_line(f"RE-RECORDED {shown(run.spec)} ({scope}) in {run.nodeid}")
+            write(f"RE-RECORDED {shown(run.spec)} ({scope}) in {run.nodeid}")
             continue
         if run.result is None:
-            terminalreporter.write_line(f"ERROR {shown(run.spec)} ({scope}) in {run.nodeid}")
+            write(f"ERROR {shown(run.spec)} ({scope}) in {run.nodeid}")
             continue
-        terminalreporter.write_line(f"{shown(run.spec)} ({scope}) in {run.nodeid}:")
+        write(f"{shown(run.spec)} ({scope}) in {run.nodeid}:")
+        # A runner that failed first, once per runner and message (not once per case): the
+        # claims it leaves unevaluated are counted under them, not listed case by case.
+        groups = run_error_groups(run.result.get("errors") or [])
+        total = len({v.get("case") for v in run.result.get("verdicts") or []} - {None})
+        for group in groups:
+            write(f"ERROR {group.headline(total)}", "  ")
         for summary in claim_summaries(run.result):
             word = "pass" if summary.passed else "FAIL"
             cells = [summary.cases_cell(), summary.worst_cell(), summary.bound_cell()]
             cells.append(summary.margin_cell())
-            terminalreporter.write_line(
-                f"  {word} {summary.claim_id} ({summary.candidate}): "
-                + "  ".join(c for c in cells if c)
+            write(
+                f"{word} {summary.claim_id} ({summary.candidate}): "
+                + "  ".join(c for c in cells if c),
+                "  ",
             )
             if verbose or not summary.passed:
                 for verdict in summary.verdicts:
+                    if verdict in summary.no_outputs:
+                        continue
                     if verdict.get("passed") and not verbose:
                         continue  # passing cases only with -v
                     word = "pass" if verdict.get("passed") else "FAIL"
-                    terminalreporter.write_line(
-                        f"    {word} {case_label(verdict)}: {verdict.get('metric')} "
-                        f"{fmt(verdict.get('observed'))} (bound {fmt(verdict.get('bound'))})"
+                    write(
+                        f"{word} {case_label(verdict)}: {verdict.get('metric')} "
+                        f"{fmt(verdict.get('observed'))} (bound {fmt(verdict.get('bound'))})",
+                        "    ",
                     )
+            if summary.no_outputs:
+                write(
+                    f"not evaluated on {len(summary.no_outputs)} case(s): the runner failed "
+                    "(ERROR above)",
+                    "    ",
+                )
         for item in run.result.get("not_evaluated") or []:
-            terminalreporter.write_line(
-                f"  skip {item.get('claim_id')}: not evaluated ({item.get('reason')})"
-            )
+            write(f"skip {item.get('claim_id')}: not evaluated ({item.get('reason')})", "  ")
         for item in run.result.get("drift") or []:
-            terminalreporter.write_line(
-                f"  DRIFT {item.get('kind')} {item.get('subject')}: expected "
-                f"{item.get('expected')}, "
-                f"observed {item.get('observed')}"
+            write(
+                f"DRIFT {item.get('kind')} {item.get('subject')}: expected "
+                f"{item.get('expected')}, observed {item.get('observed')}",
+                "  ",
             )
-        for message in run.result.get("errors") or []:
-            terminalreporter.write_line(f"  ERROR {str(message).splitlines()[0]}")
+
+
+def _width(config: pytest.Config) -> int:
+    """The terminal's width as pytest sees it (COLUMNS, else the terminal, else 80)."""
+    try:
+        return int(config.get_terminal_writer().fullwidth)
+    except Exception:  # noqa: BLE001 - a writer without a width: pytest's default
+        return 80

@@ -41,7 +41,7 @@ from typing import Any
 from ._dtypes import numpy_dtype
 from ._host import host_arrays
 from .backends import seed_frameworks
-from .errors import InputError, RunFailure
+from .errors import InputError, RunFailure, failure_site
 from .files import load_outputs
 from .spec import Case, OutputMap, Runner, Spec
 
@@ -58,6 +58,8 @@ __all__ = [
     "use_project",
     "BARE_OUTPUT",
     "apply_maps",
+    "suggested_pass",
+    "in_spec_folder",
 ]
 
 # The subprocess protocol's version, handed to commands as PARITYGATE_PROTOCOL.
@@ -167,6 +169,61 @@ class ActiveRunner:
         except InputError as exc:
             raise RunFailure(self.name, case.name, "unparseable", exc.message, stderr) from None
         return RunResult(outputs, seconds, stderr)
+
+
+# What each ``pass`` style hands the function, and the error text a function written for another
+# style raises when handed it: (style handed, fragment of the error) -> the style it expects.
+_WRONG_ARGUMENT = [
+    ("case", "'Case' object is not subscriptable", "inputs"),
+    ("case", "'Case' object has no attribute 'keys'", "inputs"),
+    ("case", "'Case' object has no attribute 'items'", "inputs"),
+    ("case", "'Case' object has no attribute 'get'", "inputs"),
+    ("case", "not Case", "path"),  # open(case), np.load(case): "... PathLike object, not Case"
+    ("inputs", "'dict' object has no attribute 'load'", "case"),
+    ("inputs", "'dict' object has no attribute 'path'", "case"),
+    ("inputs", "'dict' object has no attribute 'name'", "case"),
+    ("inputs", "not dict", "path"),
+    ("path", "string indices must be integers", "inputs"),
+    ("path", "'str' object has no attribute 'load'", "case"),
+    ("path", "'str' object has no attribute 'path'", "case"),
+]
+
+
+def suggested_pass(pass_as: str, exc: BaseException) -> str | None:
+    """The ``pass`` style a function seems written for, when it failed on the argument it was
+    handed (a function that reads ``inputs["x"]`` handed a Case), else None."""
+    if not isinstance(exc, (TypeError, AttributeError, KeyError)):
+        return None
+    text = str(exc)
+    for handed, fragment, wanted in _WRONG_ARGUMENT:
+        if handed == pass_as and fragment in text:
+            return wanted
+    return None
+
+
+class in_spec_folder:  # noqa: N801 - used as a context manager, like contextlib's
+    """In-process runners run in their spec's folder, as commands do: the working folder is
+    the spec's folder (or the runner's ``cwd``) for the import, the factory, every call and
+    ``close()``, and is restored after each, so that a relative path in a runner's code or
+    options (``InferenceSession("model.onnx")``) means the same from any working folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.previous: str | None = None
+
+    def __enter__(self) -> None:
+        try:
+            self.previous = os.getcwd()
+        except FileNotFoundError:  # the working folder was removed: nothing to restore
+            self.previous = None
+        os.chdir(self.folder)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            try:
+                os.chdir(self.previous)
+            except OSError:
+                pass
 
 
 class _CallThread:
@@ -304,7 +361,8 @@ def _remember(entry: Path) -> None:
 
 
 class PythonRunner(ActiveRunner):
-    """An in-process callable. The spec's folder is on sys.path while the runner is active."""
+    """An in-process callable. The spec's folder is on sys.path while the runner is active, and
+    the working folder while its code runs (:class:`in_spec_folder`)."""
 
     def __init__(self, runner: Runner, spec: Spec):
         super().__init__(runner, spec)
@@ -337,6 +395,18 @@ class PythonRunner(ActiveRunner):
         return function
 
     def activate(self) -> None:
+        with in_spec_folder(self.spec.root):
+            self._activate()
+
+    def deactivate(self) -> None:
+        with in_spec_folder(self.spec.root):
+            self._deactivate()
+
+    def run(self, case: Case) -> RunResult:
+        with in_spec_folder(self.spec.root):
+            return self._run(case)
+
+    def _activate(self) -> None:
         root = str(import_name(self.spec.root, "")[1])
         if root not in sys.path:
             sys.path.insert(0, root)
@@ -379,7 +449,7 @@ class PythonRunner(ActiveRunner):
                 )
         super().activate()
 
-    def deactivate(self) -> None:
+    def _deactivate(self) -> None:
         close = getattr(self.function, "close", None)
         if (
             self.runner.factory and callable(close) and self._stuck is None
@@ -400,7 +470,7 @@ class PythonRunner(ActiveRunner):
             self._added_path = False
         super().deactivate()
 
-    def run(self, case: Case) -> RunResult:
+    def _run(self, case: Case) -> RunResult:
         if self.function is None:
             raise RuntimeError(f"runner {self.name} is not active")
         if self.runner.pass_as == "path":
@@ -461,8 +531,15 @@ class PythonRunner(ActiveRunner):
             import traceback
 
             tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+            frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
             raise RunFailure(
-                self.name, case.name, "crash", f"{type(exc).__name__}: {exc}", tail
+                self.name,
+                case.name,
+                "crash",
+                f"{type(exc).__name__}: {exc}",
+                tail,
+                suggested_pass=suggested_pass(self.runner.pass_as, exc),
+                site=failure_site(frames),
             ) from None
         seconds = time.perf_counter() - start
         return self._finish(raw, case, seconds)

@@ -136,7 +136,10 @@ def test_init_refuses_bad_input_in_one_line(folder, capsys, monkeypatch):
         )
         == 2
     )
-    assert "running the reference on case batch_00 failed" in capsys.readouterr().err
+    assert (
+        "reference model:missing failed to start (import): 'model' has no attribute 'missing'"
+        in capsys.readouterr().err
+    )
     assert (
         main(
             [

@@ -1,5 +1,6 @@
-"""Runner options declared as paths resolve against the spec's folder, from any working folder,
-without the process's working folder changing (spec format 4)."""
+"""Runner options declared as paths resolve against the spec's folder, from any working folder
+(spec format 4); in-process runners run in the spec's folder, and the process's working folder
+is restored around them."""
 
 from __future__ import annotations
 
@@ -61,16 +62,31 @@ def test_declared_paths_resolve_against_the_spec_folder_from_anywhere(tmp_path, 
     assert result.passed, result.errors
     import tiny
 
-    assert tiny.seen == [str(elsewhere)]  # the working folder stayed where it was
+    # the factory ran in the spec's folder; the caller's working folder is back afterwards
+    assert tiny.seen == [str((tmp_path / "project").resolve())]
     assert os.getcwd() == str(elsewhere)
 
 
-def test_undeclared_relative_option_depends_on_the_working_folder(tmp_path, monkeypatch):
-    """Why ``paths`` exists: the same option without it is a plain string."""
+def test_undeclared_relative_option_resolves_from_the_spec_folder(tmp_path, monkeypatch):
+    """Without ``paths`` the option reaches the factory as the plain string; it still names the
+    spec's file, because the factory runs in the spec's folder."""
     path = _project(tmp_path / "project", paths=False)
+    assert load_spec(path).runners["cand"].options["weights"] == "weights/w.npy"
     monkeypatch.chdir(tmp_path)
     result = run_gate(load_spec(path))
-    assert not result.passed and "No such file" in " ".join(result.errors)
+    assert result.passed, result.errors
+    assert os.getcwd() == str(tmp_path)
+
+
+def test_relative_option_missing_from_the_spec_folder_fails_naming_it(tmp_path, monkeypatch):
+    path = _project(tmp_path / "project", paths=False)
+    (tmp_path / "project" / "weights" / "w.npy").rename(tmp_path / "w.npy")
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "w.npy").rename(tmp_path / "weights" / "w.npy")  # beside the caller only
+    monkeypatch.chdir(tmp_path)
+    result = run_gate(load_spec(path))
+    assert not result.passed
+    assert "No such file" in " ".join(result.errors) and "weights/w.npy" in " ".join(result.errors)
 
 
 def test_paths_are_checked(tmp_path):

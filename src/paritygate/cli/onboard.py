@@ -12,6 +12,22 @@ import click
 __all__ = ["init_command", "cases_group", "quick_command"]
 
 
+def _pass_styles(values: tuple[str, ...]) -> str | dict[str, str]:
+    """--pass STYLE (both runners) or --pass ROLE:STYLE, repeatable."""
+    from ..errors import InputError
+
+    styles: dict[str, str] = {}
+    for value in values:
+        role, sep, style = value.rpartition(":")
+        if sep and not role:
+            raise InputError(f"--pass {value!r}: expected STYLE or ROLE:STYLE")
+        for name in [role] if sep else ["reference", "candidate"]:
+            styles[name] = style
+    if not styles:
+        return "case"
+    return styles
+
+
 @click.command("init")
 @click.argument(
     "folder", required=False, default=".", type=click.Path(path_type=Path, file_okay=False)
@@ -56,6 +72,23 @@ __all__ = ["init_command", "cases_group", "quick_command"]
     show_default=True,
     help="What a command writes at {out}.",
 )
+@click.option(
+    "--pass",
+    "pass_as",
+    multiple=True,
+    metavar="[ROLE:]case|inputs|path",
+    help="What a module:function receives per case: a Case (.name .path .load(); the "
+    "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
+    "For both runners, or one: --pass candidate:path (repeatable).",
+)
+@click.option(
+    "--factory",
+    "factories",
+    multiple=True,
+    type=click.Choice(["reference", "candidate"]),
+    help="That runner's module:function is a factory: called once with no arguments, it "
+    "returns the per-case function (repeatable).",
+)
 @click.option("--force", is_flag=True, help="Replace an existing parity.toml.")
 def init_command(
     folder: Path,
@@ -65,6 +98,8 @@ def init_command(
     outputs: str | None,
     atol: float | None,
     output_format: str,
+    pass_as: tuple[str, ...],
+    factories: tuple[str, ...],
     force: bool,
 ) -> int:
     """Write FOLDER/parity.toml: pinned cases, a reference, a candidate and one provisional claim.
@@ -84,6 +119,8 @@ def init_command(
         atol=atol,
         output_format=output_format,
         force=force,
+        pass_as=_pass_styles(pass_as),
+        factories=factories,
     )
     text = path.read_text(encoding="utf-8")
     count = text.split("\n[cases]\n", 1)[1].count("\n")
@@ -158,6 +195,23 @@ def cases_add_command(patterns: tuple[str, ...], spec_path: Path, dry_run: bool)
     help="What a command writes at {out}.",
 )
 @click.option(
+    "--pass",
+    "pass_as",
+    multiple=True,
+    metavar="[ROLE:]case|inputs|path",
+    help="What a module:function receives per case: a Case (.name .path .load(); the "
+    "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
+    "For both runners, or one: --pass candidate:path (repeatable).",
+)
+@click.option(
+    "--factory",
+    "factories",
+    multiple=True,
+    type=click.Choice(["reference", "candidate"]),
+    help="That runner's module:function is a factory: called once with no arguments, it "
+    "returns the per-case function (repeatable).",
+)
+@click.option(
     "--save-spec",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
@@ -171,6 +225,8 @@ def quick_command(
     atol: float | None,
     min_cosine: float | None,
     output_format: str,
+    pass_as: tuple[str, ...],
+    factories: tuple[str, ...],
     save_spec: Path | None,
     verbose: bool,
 ) -> int:
@@ -205,6 +261,8 @@ def quick_command(
         min_cosine=min_cosine,
         output_format=output_format,
         save_spec=save_spec,
+        pass_as=_pass_styles(pass_as),
+        factories=factories,
     )
     print_result(out, result.to_dict(), verbose=verbose)
     if save_spec is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "ClaimSummary",
     "short",
     "console",
+    "wrap_lines",
 ]
 
 # Metrics whose interesting part is the distance from 1 (the registry's ``near_one``): a cosine of
@@ -324,8 +325,10 @@ def verdict_line(result: dict[str, Any]) -> str:
     return f"paritygate: {verdict_word(result)} — " + ", ".join(parts)
 
 
-def _wrap(text: str, width: int, indent: str) -> list[str]:
-    """Prose wrapped at spaces only (a name or number is never split)."""
+def wrap_lines(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose wrapped at spaces only (a name or number is never split), the lines after the first
+    indented two more; the one wrapper of terminal output (the gate's report, calibrate, the
+    pytest plugin)."""
     out: list[str] = []
     for paragraph in str(text).splitlines() or [""]:
         out.extend(
@@ -455,18 +458,18 @@ def _failure_lines(claim: ClaimSummary, width: int) -> list[str]:
     lines: list[str] = []
     for v in claim.failing[:MAX_EXPANDED]:
         label = case_label(v)
-        lines += _wrap(f"{label}: {_shorten_numbers(_verdict_text(v))}", width, INDENT)
+        lines += wrap_lines(f"{label}: {_shorten_numbers(_verdict_text(v))}", width, INDENT)
         passes = (v.get("evidence") or {}).get("bound_that_passes")
         if passes is not None:
-            lines += _wrap(f"a bound of {short(passes)} would have held", width, INDENT + "  ")
+            lines += wrap_lines(f"a bound of {short(passes)} would have held", width, INDENT + "  ")
     rest = claim.failing[MAX_EXPANDED:]
     if rest:
         names = ", ".join(case_label(v) for v in rest[:8]) + (", …" if len(rest) > 8 else "")
-        lines += _wrap(
+        lines += wrap_lines(
             f"… and {len(rest)} more failing: {names} (-v lists every case)", width, INDENT
         )
     if claim.no_outputs:
-        lines += _wrap(
+        lines += wrap_lines(
             f"no outputs on {len(claim.no_outputs)} case(s): the runner failed (see above)",
             width,
             INDENT,
@@ -514,8 +517,8 @@ def render_lines(
     groups = run_error_groups(result.get("errors") or [])
     total = _all_cases(result, groups)
     for group in groups:
-        for i, line in enumerate(_wrap(group.headline(total), width, "")):
-            out.append((("ERROR " if i == 0 else "") + line, "red" if i == 0 else ""))
+        for i, line in enumerate(wrap_lines(f"ERROR {group.headline(total)}", width)):
+            out.append((line, "red" if i == 0 else ""))
         if group.detail:
             for line in group.detail.splitlines()[-12:]:
                 out.append((INDENT + line, "dim"))
@@ -533,9 +536,9 @@ def render_lines(
                 text += f": expected {item.get('expected')}, found {item.get('observed')}"
             if item.get("detail"):
                 text += f" ({item['detail']})"
-            out += [(line, "") for line in _wrap(text, width, "  ")]
+            out += [(line, "") for line in wrap_lines(text, width, "  ")]
     for warning in (result.get("provenance") or {}).get("warnings") or []:
-        out += [(line, "yellow") for line in _wrap(f"warning: {warning}", width, "")]
+        out += [(line, "yellow") for line in wrap_lines(f"warning: {warning}", width, "")]
     claims = claim_summaries(result)
     for claim, lines in _claim_rows(claims, width) if claims else []:
         style = "" if claim.passed else "bold red"
@@ -547,15 +550,15 @@ def render_lines(
             out += [(line, "dim") for line in _case_rows(claim, width)]
     for item in result.get("not_evaluated") or []:
         text = f"not evaluated: {item.get('claim_id')} ({item.get('reason', '')})"
-        out += [(line, "yellow") for line in _wrap(text, width, "")]
+        out += [(line, "yellow") for line in wrap_lines(text, width, "")]
     env = _environment_line(result)
     if env:
-        out += [(line, "dim") for line in _wrap(env, width, "")]
+        out += [(line, "dim") for line in wrap_lines(env, width, "")]
     # The CPU decides how framework kernels round: its line is shown whole.
     for difference in (result.get("provenance") or {}).get("unpinned_differences") or []:
         if str(difference).startswith("cpu"):
-            out += [(line, "dim") for line in _wrap(f"info: {difference}", width, "")]
-    out += [(line, "bold") for line in _wrap(verdict_line(result), width, "")]
+            out += [(line, "dim") for line in wrap_lines(f"info: {difference}", width, "")]
+    out += [(line, "bold") for line in wrap_lines(verdict_line(result), width, "")]
     if report:
         out.append((f"report: {display_text(report)}", ""))
     return out
