@@ -75,10 +75,9 @@ def _text(result: dict) -> str:
 def test_a_new_metric_renders_with_its_registry_unit_and_form(widgets):
     result = _result()
     markdown = render_markdown(result)
-    assert "| 37.5 widgets | 40 widgets |" in markdown
-    assert "| 41 widgets | 40 widgets |" in markdown
+    assert "| worst 37.5 widgets @ a | floor 40 widgets | short by 2.5 |" in markdown
     # the near-one score in its distance-from-1 form, the floor "fallen short of"
-    assert "1-5e-07" in markdown and "1-1e-05" in markdown
+    assert "| 1-closeness_t 5e-07 | bound 1e-05 | 20x margin |" in markdown
     assert "widget_rate_t observed 37.5 widgets, bound 40 widgets, short by 2.5" in markdown
     text = _text(result)
     assert "37.5 widgets" in text and "40 widgets" in text, text
@@ -93,7 +92,7 @@ def test_without_the_entry_the_same_verdicts_carry_no_unit():
     result = _result()
     markdown = render_markdown(result)
     assert "widgets" not in markdown and "widgets" not in _text(result)
-    assert "| 37.5 | 40 |" in markdown and "1-5e-07" not in markdown
+    assert "| worst 41 @ b | bound 40 |" in markdown and "1-closeness_t" not in markdown
     assert "1-closeness_t" not in _text(result)
 
 
