@@ -179,7 +179,8 @@ def gate_command(
     """Verify, run every candidate on every case, and evaluate every claim.
 
     Exit 0 only when every claim holds for every case; 1 when a claim is violated, a runner
-    failed or no claim was evaluated; 3 on drift.
+    failed or no claim was evaluated; 3 on drift; 4 when every claim holds for another hardware
+    class than this machine's (it cannot run here).
     """
     from ..gate import run_gate
     from ..reports import write_all
