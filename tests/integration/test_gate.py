@@ -152,8 +152,8 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     assert out.count("fatal: cannot open model weights at /nonexistent/weights.bin") == 1
     assert "FAIL  y-close  cand  0/2 cases  no outputs" in out
     assert "no outputs on 2 case(s): the runner failed (see above)" in out
-    assert out.rstrip().splitlines()[-1].endswith("parity-reports/report.html")
-    result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
+    assert out.rstrip().splitlines()[-1].endswith("parity-reports/parity/report.html")
+    result = json.loads((tmp_path / "parity-reports" / "parity" / "result.json").read_text())
     assert any("/nonexistent/weights.bin" in e for e in result["errors"])
     # the same command without the fault passes: the runner itself is sound
     path.write_text(path.read_text().replace('env = { MODE = "crash" }', ""))

@@ -158,7 +158,7 @@ def _show_drift(console: Any, lines: list[str]) -> None:
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Folder for the reports (default: the spec's `reports`).",
+    help="Folder for the reports (default: the spec's `reports`, else parity-reports/<spec stem>).",
 )
 @click.option("--verbose", "-v", is_flag=True, help="A row per case under every claim.")
 @click.option(
