@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-compare test test-gpu venv clean chromium docs test-fast test-backends test-integration
+.PHONY: demo demo-compare test test-gpu venv clean chromium docs docs-build test-fast test-backends test-integration
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,18 @@ demo: $(VENV)/.demo-vad-installed
 demo-compare: $(VENV)/.demo-installed
 	$(PY) -m paritygate.demo
 
-# The docs site (MkDocs, Material theme, API reference by mkdocstrings) at http://127.0.0.1:8000;
-# `mkdocs build --strict` runs in the test suite.
-docs: $(VENV)/.test-installed
+$(VENV)/.docs-installed: pyproject.toml | $(PY)
+	$(PIP) install -e ".[docs]"
+	touch $@
+
+# The docs site (MkDocs, Material theme, API reference by mkdocstrings) at http://127.0.0.1:8000.
+docs: $(VENV)/.docs-installed
 	$(VENV)/bin/mkdocs serve
+
+# The static site into site/ (gitignored): strict, so a broken link or reference fails the build;
+# the test suite builds it the same way (tests/integration/test_docs.py).
+docs-build: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # The HTML report is checked in a real headless browser: Chromium from Debian's packages.
 chromium:
@@ -68,4 +76,4 @@ test-gpu:
 	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider -m gpu --ignore=tests/backends tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 clean:
-	rm -rf $(VENV) reports build
+	rm -rf $(VENV) reports build site

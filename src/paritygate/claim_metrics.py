@@ -17,7 +17,8 @@ Each :class:`ClaimMetric` says everything the rest of paritygate needs to know a
   ``"exact"``: byte equality; ``calibrated_through`` names the metric whose distribution
   calibrates it instead, e.g. max_abs for exact and per-edge claims);
 - the spec **params** it accepts and requires, its natural **unit** and its **display** form
-  (``near_one``: values close to 1 are shown as ``1-d``).
+  (``near_one``: values close to 1 are shown as ``1-d``; ``percent``: a fraction of rows is
+  shown as a percentage).
 
 The spec validates claims against it, the equivalence oracle evaluates per-case claims through
 it, calibration measures and proposes bounds with it, the claims check and the reports read
@@ -65,6 +66,7 @@ __all__ = [
     "MetricView",
     "unit_of",
     "near_one",
+    "percent",
     "direction_of",
 ]
 
@@ -97,6 +99,9 @@ class ClaimMetric:
     required_params: frozenset[str] = field(default_factory=frozenset)
     unit: str = ""
     near_one: bool = False
+    # A fraction of rows (agreement, accuracy): shown as a percentage in reports, "agreement 100%
+    # (bound >= 100%)", never by its distance from 1.
+    percent: bool = False
     # A value the comparison cannot define (a zero-norm side's cosine) counts as the worst value
     # in calibration; otherwise it is left out (a ULP distance of integer outputs).
     undefined_is_worst: bool = False
@@ -180,6 +185,12 @@ def near_one(metric: str) -> bool:
     """Whether values of ``metric`` are shown by their distance from 1 (a cosine, an SSIM)."""
     entry = METRICS.get(str(metric))
     return entry is not None and entry.near_one
+
+
+def percent(metric: str) -> bool:
+    """Whether values of ``metric`` are fractions shown as percentages (agreement, accuracy)."""
+    entry = METRICS.get(str(metric))
+    return entry is not None and entry.percent
 
 
 def direction_of(metric: str) -> str | None:
@@ -502,6 +513,7 @@ register(
         needs=frozenset({"labels"}),
         params=frozenset({"label"}),
         near_one=True,
+        percent=True,
         summary="argmax of the output against the cases' label",
     )
 )
@@ -526,6 +538,7 @@ register(
         measure=_agreement,
         needs=frozenset({"reference"}),
         near_one=True,
+        percent=True,
         summary="fraction of rows whose argmax agrees with the reference's",
     )
 )

@@ -125,14 +125,37 @@ def run_demo(reference_file: Path, candidate_file: Path) -> dict[str, Any]:
         actual.get("boxes", {}), expected.get("boxes", {}), max_edge_delta=MAX_EDGE_PX, path="boxes"
     )
     passed = bool(numeric) and bool(decisions) and bool(boxes)
-    text = "\n\n".join(
-        [
-            format_comparison(numeric),
-            decisions.describe(),
-            boxes.describe() + f"\n  a bound of {boxes.bound_that_passes:.4g} px would have passed",
-            f"verdict: {'PASS' if passed else 'FAIL'}",
-        ]
+    claims = [
+        (f"logits and embedding (|a - e| <= {LOGITS_ATOL:g}, cosine >= {MIN_COSINE:g})", numeric),
+        ("class decisions (every argmax agrees)", decisions),
+        (f"box edges (every edge within {MAX_EDGE_PX:g} px)", boxes),
+    ]
+    numeric_text = format_comparison(numeric).split("\n", 1)
+    details = [
+        numeric_text[0].split(": ", 1)[-1]
+        + "\n"
+        + (numeric_text[1] if len(numeric_text) > 1 else ""),
+        decisions.describe(),
+        boxes.describe() + f"\n  a bound of {boxes.bound_that_passes:.4g} px would have passed",
+    ]
+    sections = [
+        f"claim {i} of {len(claims)}, {name}: {detail}"
+        for i, ((name, _), detail) in enumerate(zip(claims, details), start=1)
+    ]
+    violated = [name.split(" (")[0] for name, result in claims if not result]
+    gate_line = (
+        f"gate verdict: PASS — {len(claims)} of {len(claims)} claims hold"
+        if passed
+        else f"gate verdict: FAIL — {len(violated)} of {len(claims)} claims violated "
+        f"({', '.join(violated)})"
     )
+    label, edge, pixels = PLANTED
+    intro = (
+        f"paritygate demo: a float16 port against its float32 reference, {len(claims)} claims. "
+        f"One bug is planted on purpose ({label}.{edge} +{pixels:g} px), so the expected gate "
+        f"verdict is FAIL, on exactly that edge."
+    )
+    text = "\n\n".join([intro, *sections, gate_line])
     report = {
         "format": "paritygate-demo-report",
         "format_version": 1,
@@ -200,11 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     label, edge, pixels = PLANTED
     if caught:
         click.echo(
-            f"The gate caught the planted bug ({label}.{edge} off by {pixels:g} px) and "
-            "nothing else: float16 rounding stays within the published claims."
+            f"demo: OK — the FAIL above is the expected outcome: the gate caught the planted bug "
+            f"({label}.{edge} off by {pixels:g} px) and nothing else; float16 rounding stays "
+            "within the published claims."
         )
     else:
-        click.echo(f"UNEXPECTED: the demo's planted bug ({label}.{edge}) was not caught exactly.")
+        click.echo(
+            f"demo: UNEXPECTED — the gate should fail on exactly the planted bug ({label}.{edge}) "
+            "and did not; the port or the gate changed."
+        )
     click.echo(f"JSON report: {report_path.resolve()}")
     return 0 if caught else 1
 

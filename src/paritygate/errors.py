@@ -2,7 +2,9 @@
 
 ``UserError`` is everything a user can fix (bad input, a malformed spec, a missing file, a runner
 that crashed): the CLI prints its message on one line with the hint and exits 2 (a runner's
-failure, :class:`RunFailure`, exits 1: the gate records it as a failed check), never a traceback.
+failure, :class:`RunFailure`, exits 1: the gate records it as a failed check; a spec none of
+whose claims holds for this machine's hardware class, :class:`WrongHardware`, exits 4), never a
+traceback.
 ``InternalError`` is a
 bug in paritygate itself: it keeps its traceback. Library code re-raises lower-level failures with
 context (claim, output, shapes) ``from None`` so the message names what and where.
@@ -19,6 +21,7 @@ __all__ = [
     "SpecError",
     "DriftError",
     "RunFailure",
+    "WrongHardware",
     "InternalError",
     "shorten",
     "failure_site",
@@ -85,6 +88,7 @@ class UserError(ParitygateError):
     """Something the user can fix. ``hint`` says how, in one short sentence."""
 
     exit_code = 2
+    label = "error"  # the CLI prints "paritygate: <label>: <message>"
 
     def __init__(self, message: str, *, hint: str | None = None, where: str | None = None):
         self.message = message
@@ -181,6 +185,14 @@ class RunFailure(UserError):
         if self.hint:
             text += f" ({self.hint})"
         return text
+
+
+class WrongHardware(UserError):
+    """Every claim the run would evaluate holds for another hardware class than this machine's
+    (exit 4): nothing was violated, and nothing can be checked here."""
+
+    exit_code = 4
+    label = "cannot run here"
 
 
 class InternalError(ParitygateError):

@@ -33,7 +33,7 @@ from typing import Any
 from .claim_metrics import Rows, unit_of
 from .drift import VerifyResult, runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
-from .errors import InputError, RunFailure, SpecError, UserError
+from .errors import InputError, RunFailure, SpecError, UserError, WrongHardware
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
 from .runners import make_runner
@@ -558,6 +558,8 @@ def run_gate(
     result = GateResult(spec=str(spec.path), started=utc_now())
     classes = current_hardware(spec, hardware)
     selected = _select_claims(spec, claim_ids, classes, speed, result)
+    if not selected:
+        _raise_if_wrong_hardware(spec, claim_ids, classes)
     checked = _verify(spec, selected, case_names, classes, result)
     if checked.drift:
         result.drift = checked.drift
@@ -657,6 +659,34 @@ def _select_claims(
         else:
             selected.append(claim)
     return selected
+
+
+def _raise_if_wrong_hardware(spec: Spec, claim_ids: list[str], classes: list[str]) -> None:
+    """Every claim of the run holds for a hardware class this machine is not: nothing was
+    violated and nothing can be checked here, which is neither a pass nor a failure
+    (:class:`~paritygate.errors.WrongHardware`, exit 4)."""
+    needed = sorted({spec.claims[c].hardware for c in claim_ids})
+    if not claim_ids or any(hw in classes for hw in needed):
+        return
+    from .provenance import machine_facts
+
+    def described(name: str) -> str:
+        hw = spec.hardware.get(name)
+        conditions = ", ".join(f"{k} {v}" for k, v in hw.conditions.items()) if hw else ""
+        return f"{name!r}" + (f" ({conditions})" if conditions else "")
+
+    facts = machine_facts()
+    gpus = ", ".join(facts.get("gpu") or []) or "no GPU"
+    detected = [c for c in classes if c != "any"]
+    raise WrongHardware(
+        f"every claim it would evaluate holds for hardware class "
+        f"{' or '.join(described(n) for n in needed)}; this machine is "
+        f"{', '.join(repr(c) for c in detected) if detected else 'in no declared class'} "
+        f"({facts.get('system')} {facts.get('machine')}, {gpus}): nothing was evaluated",
+        where=str(spec.path),
+        hint=f"run it on a {' or '.join(needed)} machine, or name the class with --hardware "
+        f"or {HARDWARE_ENV} if this machine is one",
+    )
 
 
 def _verify(

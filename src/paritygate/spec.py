@@ -46,7 +46,22 @@ __all__ = [
     "NOOP_STORED_REASON",
     "did_you_mean",
     "spec_from_text",
+    "default_reports",
 ]
+
+# Where a spec's reports go when it names no ``reports`` folder: one folder per spec file under
+# parity-reports/, so that two specs of one project (parity.toml, parity-gpu.toml) never
+# overwrite each other's reports. (Before, every spec wrote parity-reports/ itself; a spec
+# that sets ``reports = "parity-reports"`` still does.)
+REPORTS_ROOT = "parity-reports"
+
+
+def default_reports(spec_path: Path) -> str:
+    """The default ``reports`` folder of the spec read from ``spec_path``, relative to its
+    folder: ``parity-reports/<file stem>`` (``parity-reports/parity`` for parity.toml,
+    ``parity-reports/pyproject`` for a spec in pyproject.toml)."""
+    return f"{REPORTS_ROOT}/{Path(spec_path).stem}"
+
 
 # Spec format history (a spec names its version in ``format_version``):
 #   1  the first format.
@@ -575,7 +590,7 @@ class _Validator:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
         references = self.inside(data.get("references", "references"), "references")
-        reports = self.inside(data.get("reports", "parity-reports"), "reports")
+        reports = self.inside(data.get("reports", default_reports(self.path)), "reports")
         outputs = self.strings(data["outputs"], "outputs")
         pins = self.table_of(data.get("pins", {}), "pins")
         hardware = {

@@ -123,7 +123,7 @@ def test_honest_cache_passes_with_the_skips_paritygate_counted(tmp_path):
 def test_a_cache_that_lies_about_its_skips_fails(tmp_path, capsys):
     path = _project(tmp_path, "liar")
     assert main(["gate", str(path)]) == 1
-    result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
+    result = json.loads((tmp_path / "parity-reports" / "parity" / "result.json").read_text())
     failures = [f for v in result["verdicts"] for f in v["failures"]]
     assert failures and all(f["metric"] == "activity:cache:Body.run" for f in failures)
     detail = failures[0]["detail"]

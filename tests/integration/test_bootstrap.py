@@ -400,7 +400,7 @@ def test_end_to_end_with_the_real_gate(tmp_path, monkeypatch, capsys):
     assert main([*args, "--patch", str(patch), "--require", fix_line]) == 0
     out = capsys.readouterr().out
     assert "bootstrap: gate" in out and "y-exact" in out
-    assert (project / "parity-reports" / "result.json").is_file()
+    assert (project / "parity-reports" / "parity" / "result.json").is_file()
     # without the patch the build succeeds and the gate catches the 0.5 bias: exit 1
     assert main(args) == 1
     assert "FAIL" in capsys.readouterr().out

@@ -23,7 +23,16 @@ def test_demo_prints_the_report_and_writes_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "output logits: PASS" in out and "output embedding: PASS" in out
-    assert "edge_delta at editor.x2" in out and "verdict: FAIL" in out
+    assert "edge_delta at editor.x2" in out
+    # The numeric claim's PASS is named as one claim of three, the expected FAIL announced
+    # first, and the demo's own outcome said plainly after the gate's verdict.
+    lines = out.splitlines()
+    assert "expected gate verdict is FAIL, on exactly that edge" in lines[0]
+    assert not any(line.startswith("paritygate comparison") for line in lines)
+    assert "claim 1 of 3, logits and embedding" in out and "2 of 2 outputs within bounds" in out
+    assert "claim 3 of 3, box edges (every edge within 2 px): keyed-boxes boxes: FAIL" in out
+    assert "gate verdict: FAIL — 1 of 3 claims violated (box edges)" in out
+    assert "demo: OK — the FAIL above is the expected outcome" in out
     assert "caught the planted bug" in out
     report_path = tmp_path / "reports" / "demo-report.json"
     assert f"JSON report: {report_path.resolve()}" in out
@@ -65,7 +74,8 @@ def test_demo_fails_when_the_planted_bug_goes_missing(tmp_path, monkeypatch, cap
     code = demo.main(["--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
-    assert "UNEXPECTED" in out and "verdict: PASS" in out
+    assert "demo: UNEXPECTED" in out and "gate verdict: PASS — 3 of 3 claims hold" in out
+    assert "demo: OK" not in out
 
 
 def test_demo_fails_when_another_output_drifts(tmp_path, monkeypatch, capsys):

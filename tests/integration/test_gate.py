@@ -10,6 +10,7 @@ import pytest
 from spec_helpers import TINY_MODEL, TINY_SPEC, copy_box_port, make_project, plant_scale_bug
 
 from paritygate.cli import main
+from paritygate.errors import WrongHardware
 from paritygate.gate import current_hardware, run_gate
 from paritygate.references import record
 from paritygate.spec import load_spec
@@ -151,8 +152,8 @@ def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):
     assert out.count("fatal: cannot open model weights at /nonexistent/weights.bin") == 1
     assert "FAIL  y-close  cand  0/2 cases  no outputs" in out
     assert "no outputs on 2 case(s): the runner failed (see above)" in out
-    assert out.rstrip().splitlines()[-1].endswith("parity-reports/report.html")
-    result = json.loads((tmp_path / "parity-reports" / "result.json").read_text())
+    assert out.rstrip().splitlines()[-1].endswith("parity-reports/parity/report.html")
+    result = json.loads((tmp_path / "parity-reports" / "parity" / "result.json").read_text())
     assert any("/nonexistent/weights.bin" in e for e in result["errors"])
     # the same command without the fault passes: the runner itself is sound
     path.write_text(path.read_text().replace('env = { MODE = "crash" }', ""))
@@ -173,7 +174,7 @@ def test_unparseable_output_fails(tmp_path):
     )
 
 
-def test_claims_on_other_hardware_are_listed_and_a_run_of_none_fails(tmp_path, capsys):
+def test_a_spec_whose_claims_all_hold_on_other_hardware_cannot_run_here(tmp_path, capsys):
     spec_text = (
         TINY_SPEC.replace('status = "provisional"', 'status = "provisional"\nhardware = "m2"')
         + """
@@ -191,26 +192,47 @@ hardware = "m2"
 """
     )
     path = _tiny(tmp_path, spec_text)
-    result = (
-        run_gate(load_spec(path), hardware=None)
-        if platform.system() != "Darwin"
-        else run_gate(load_spec(path), hardware="any")
-    )
-    assert not result.passed and result.verdicts == []
-    assert sorted(n.claim_id for n in result.not_evaluated) == ["fast", "y-close"]
-    assert all("'m2'" in n.reason for n in result.not_evaluated)
-    assert result.errors == ["no claim was evaluated: a run that evaluates none proves nothing"]
+    # Nothing was violated, nothing can be checked: neither a pass nor a failure, exit 4.
+    with pytest.raises(
+        WrongHardware, match="hardware class 'm2' \\(system Darwin, cpu Apple M2\\*\\)"
+    ):
+        run_gate(load_spec(path), hardware="any")
     capsys.readouterr()
-    assert main(["gate", str(path), "--hardware", "any"]) == 1
-    out = capsys.readouterr().out
-    # listed by name, once; no empty verdict grid
-    assert (
-        out.count("fast (holds for hardware class 'm2'") == 1
-        and out.count("y-close (holds for") == 1
-    )
-    assert "┏" not in out and "ERROR no claim was evaluated" in out
+    assert main(["gate", str(path), "--hardware", "any"]) == 4
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("paritygate: cannot run here: ") and len(err.splitlines()) == 1
+    assert "this machine is in no declared class" in err and "nothing was evaluated" in err
+    assert "--hardware or PARITYGATE_HARDWARE" in err
     # naming the class evaluates them (the speed claim too: that is a gate run on its hardware)
     assert run_gate(load_spec(path), hardware="m2").verdicts
+
+
+def test_claims_on_other_hardware_are_listed_by_name_beside_those_that_run(tmp_path, capsys):
+    spec_text = (
+        TINY_SPEC
+        + """
+[hardware.m2]
+system = "Darwin"
+cpu = "Apple M2*"
+
+[claims.fast]
+outputs = ["y"]
+metric = "p50_ms"
+bound = 1
+oracle = "approximation"
+status = "provisional"
+hardware = "m2"
+"""
+    )
+    path = _tiny(tmp_path, spec_text)
+    result = run_gate(load_spec(path), hardware="any")
+    assert result.passed and {v.claim_id for v in result.verdicts} == {"y-close"}
+    assert [n.claim_id for n in result.not_evaluated] == ["fast"]
+    assert "'m2'" in result.not_evaluated[0].reason
+    capsys.readouterr()
+    assert main(["gate", str(path), "--hardware", "any"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("fast (holds for hardware class 'm2'") == 1
 
 
 def test_hardware_classes_match_this_machine(tmp_path):

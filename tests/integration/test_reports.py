@@ -95,24 +95,73 @@ def passing() -> GateResult:
     return GateResult(spec="parity.toml", verdicts=[_passing("receipt"), _passing("leetcode", 1.5)])
 
 
-def test_markdown_lists_every_verdict_violation_not_evaluated_drift_and_error(mixed):
+def test_markdown_rolls_up_per_claim_with_violations_not_evaluated_drift_and_error(mixed):
     text = render_markdown(mixed.to_dict())
     assert text.startswith("## ⚠️ paritygate: DRIFT")
-    assert "2 of 3 claim verdicts hold · 1 violated · 1 not evaluated · 1 drift · 1 errors" in text
+    assert (
+        "1 of 2 claims hold (2 of 3 claim × case verdicts) · 1 violated · 1 not evaluated · "
+        "1 drift · 1 errors" in text
+    )
     rows = [
         line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")
     ]
-    assert len(rows) == 3
-    assert (
-        "| ❌ | `boxes.edge_px` | leetcode_test | swift-port | edge_abs | 9 px | 2 px | 7 |" in rows
-    )
-    assert "| ✅ | `prob.cosine` | (dataset) | swift-port | cosine | 0.9987 | 0.97 |  |" in rows
+    assert rows == [
+        "| ❌ | `boxes.edge_px` | swift-port | edge_abs | 1/2 passed, 1 failed | "
+        "worst 9 px @ leetcode_test | bound 2 px | over by 7 (4.5x) |",
+        "| ✅ | `prob.cosine` | swift-port | cosine | dataset | 1-cosine 0.0013 | bound 0.03 | "
+        "23x margin |",
+    ]
+    assert "- **`boxes.edge_px`** (swift-port): 1 of 2 cases failed" in text
     assert "edge_abs at editor.x2 observed 9 bound 2 exceeded by 7" in text
     assert "edge_abs at question.y1 observed 5 bound 2 exceeded by 3 (outer edge)" in text
+    assert "[report.html](report.html)" in text
     assert "- `speed.p50`: hardware class apple-m2" in text
     assert "| pin | reference/mlx_vlm | 0.4.3 | 0.4.4 | framework version |" in text
     assert "runner swift-port crashed on case broken.png" in text
     assert "segmentation fault | core" in text  # stderr kept verbatim in a code block
+
+
+def test_markdown_failure_details_are_capped_short_and_point_to_the_full_report():
+    """Many failing cases with many long failures: one row for the claim, three cases expanded
+    with two failures each, every line short, the rest named and left to report.html."""
+    long_detail = "the detail of this failure goes on and on " * 6
+    failing = [
+        ClaimVerdict(
+            "probs.max_abs",
+            "onnx",
+            f"clip{i:03d}",
+            False,
+            "equivalence",
+            "max_abs",
+            1e-4,
+            observed=0.25,
+            excess=0.2499,
+            failures=[
+                Failure("max_abs", 1e-4, 0.25, 0.2499, where=f"probs[{j}]", detail=long_detail)
+                for j in range(10)
+            ],
+        )
+        for i in range(40)
+    ]
+    holding = [
+        ClaimVerdict(
+            "probs.max_abs", "onnx", f"ok{i}", True, "equivalence", "max_abs", 1e-4, observed=1e-5
+        )
+        for i in range(10)
+    ]
+    text = render_markdown(GateResult(spec="p.toml", verdicts=failing + holding).to_dict())
+    rows = [line for line in text.splitlines() if line.startswith(("| ✅", "| ❌"))]
+    assert rows == [
+        "| ❌ | `probs.max_abs` | onnx | max_abs | 10/50 passed, 40 failed | worst 0.25 @ clip000 "
+        "| bound 0.0001 | over by 0.2499 (2500x) |"
+    ]
+    details = [line for line in text.splitlines() if line.startswith("  - ")]
+    assert [d.split("`")[1] for d in details[:3]] == ["clip000", "clip001", "clip002"]
+    assert all(len(d) <= 200 for d in details), max(details, key=len)
+    assert details[0].endswith("; +8 more")
+    assert details[3].startswith("  - … and 37 more failing cases: `clip003`, `clip004`")
+    assert "Every case and every failure: [report.html](report.html)" in text
+    assert len(text) < 2500, len(text)
 
 
 def test_markdown_of_a_passing_run_and_of_an_empty_run(passing):
@@ -132,9 +181,10 @@ def test_markdown_of_a_passing_run_and_of_an_empty_run(passing):
 
 
 def test_markdown_escapes_table_cells():
-    verdict = _passing("a|b")
+    verdict = _passing("a")
+    verdict.candidate = "swift|port"
     text = render_markdown(GateResult(spec="s.toml", verdicts=[verdict]).to_dict())
-    assert "| a\\|b |" in text
+    assert "| swift\\|port |" in text
 
 
 def test_junit_has_one_testcase_per_claim_and_case(mixed):
@@ -265,7 +315,9 @@ def test_non_finite_observations_survive_the_json_round_trip(tmp_path):
     paths = write_all(GateResult(spec="s.toml", verdicts=[verdict]), tmp_path)
     loaded = load_result(paths["json"])
     assert loaded["verdicts"][0]["observed"] == "nan"
-    assert "| ❌ | `c` | x | port | max_abs | nan | 0.001 |" in render_markdown(loaded)
+    assert "| ❌ | `c` | port | max_abs | 0/1 passed, 1 failed | worst nan | bound 0.001 |" in (
+        render_markdown(loaded)
+    )
 
 
 @pytest.mark.parametrize(
@@ -332,11 +384,15 @@ def test_report_command_bad_input_exits_2(tmp_path, capsys):
 
 def test_markdown_of_a_large_run_stays_comment_sized_with_failures_first():
     items = [_passing(f"case{i:04d}") for i in range(400)] + [_failing()]
+    items += [
+        ClaimVerdict(f"claim{i:03d}", "port", "a", True, "equivalence", "max_abs", 1e-3, observed=0)
+        for i in range(200)
+    ]
     text = render_markdown(GateResult(spec="p.toml", verdicts=items).to_dict())
     rows = [
         line for line in text.splitlines() if line.startswith("| ✅") or line.startswith("| ❌")
     ]
     assert len(rows) == 150
-    assert rows[0].startswith("| ❌ | `boxes.edge_px` | leetcode_test |")
-    assert "… 251 more verdicts" in text
+    assert rows[0].startswith("| ❌ | `boxes.edge_px` | swift-port | edge_abs | 400/401 passed")
+    assert "… 51 more claims" in text
     assert len(text.encode()) < 64 * 1024

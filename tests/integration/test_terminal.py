@@ -256,7 +256,7 @@ def test_gate_command_output_at_80_columns(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in out[:-1]) <= 80  # the last line is a path: never split
     assert out[0].split()[:4] == ["pass", long_id, "cand", "2/2"]
-    assert out[-1] == f"report: {tmp_path / 'parity-reports' / 'report.html'}"
+    assert out[-1] == f"report: {tmp_path / 'parity-reports' / 'parity' / 'report.html'}"
     # -v adds a row per case
     assert main(["gate", str(path), "-v"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]

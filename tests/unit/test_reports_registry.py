@@ -75,10 +75,9 @@ def _text(result: dict) -> str:
 def test_a_new_metric_renders_with_its_registry_unit_and_form(widgets):
     result = _result()
     markdown = render_markdown(result)
-    assert "| 37.5 widgets | 40 widgets |" in markdown
-    assert "| 41 widgets | 40 widgets |" in markdown
+    assert "| worst 37.5 widgets @ a | floor 40 widgets | short by 2.5 |" in markdown
     # the near-one score in its distance-from-1 form, the floor "fallen short of"
-    assert "1-5e-07" in markdown and "1-1e-05" in markdown
+    assert "| 1-closeness_t 5e-07 | bound 1e-05 | 20x margin |" in markdown
     assert "widget_rate_t observed 37.5 widgets, bound 40 widgets, short by 2.5" in markdown
     text = _text(result)
     assert "37.5 widgets" in text and "40 widgets" in text, text
@@ -93,7 +92,7 @@ def test_without_the_entry_the_same_verdicts_carry_no_unit():
     result = _result()
     markdown = render_markdown(result)
     assert "widgets" not in markdown and "widgets" not in _text(result)
-    assert "| 37.5 | 40 |" in markdown and "1-5e-07" not in markdown
+    assert "| worst 41 @ b | bound 40 |" in markdown and "1-closeness_t" not in markdown
     assert "1-closeness_t" not in _text(result)
 
 
@@ -103,3 +102,44 @@ def test_a_claim_s_own_unit_wins_over_the_registry_s(widgets):
         verdict["unit"] = "gadgets" if verdict["metric"] == "widget_rate_t" else ""
     markdown = render_markdown(result)
     assert "37.5 gadgets" in markdown and "widgets" not in markdown
+
+
+def _agreement(observed: float, case: str | None = None) -> ClaimVerdict:
+    return ClaimVerdict(
+        "heads-agree",
+        "onnx",
+        case,
+        observed >= 1.0,
+        "equivalence",
+        "agreement",
+        1.0,
+        observed=observed,
+        excess=max(1.0 - observed, 0.0),
+    )
+
+
+def test_an_agreement_claim_reads_in_its_own_terms():
+    """A floor of 100 % agreement is shown as a percentage, never as "1-agreement 0 bound 0"."""
+    from paritygate.reports.terminal import claim_summaries
+
+    result = GateResult("parity.toml", verdicts=[_agreement(1.0)]).to_dict()
+    (summary,) = claim_summaries(result)
+    assert summary.worst_cell() == "agreement 100%"
+    assert summary.bound_cell() == "bound ≥ 100%"
+    assert summary.margin_cell() == "at bound"
+    text = _text(result)
+    assert "agreement 100%" in text and "bound ≥ 100%" in text, text
+    assert "1-agreement" not in text and "bound 0" not in text, text
+    assert "100%" in render_markdown(result) and "100%" in render_junit(result)
+
+
+def test_a_failed_agreement_claim_says_how_far_short_in_percent():
+    result = GateResult("parity.toml", verdicts=[_agreement(0.96875)]).to_dict()
+    from paritygate.reports.terminal import claim_summaries
+
+    (summary,) = claim_summaries(result)
+    assert summary.worst_cell() == "agreement 96.88%"
+    assert summary.margin_cell() == "short by 3.125%"
+    text = _text(result)
+    assert "FAIL" in text and "agreement 96.88%" in text and "bound ≥ 100%" in text, text
+    assert "agreement observed 96.875%, bound 100%" in render_markdown(result)

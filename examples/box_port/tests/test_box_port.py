@@ -37,7 +37,7 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
     assert main(["gate", str(box_port / "parity.toml")]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out
-    result = json.loads((box_port / "parity-reports" / "result.json").read_text())
+    result = json.loads((box_port / "parity-reports" / "parity" / "result.json").read_text())
     edge = [v for v in result["verdicts"] if v["claim_id"] == "panel-edges"]
     assert [v["case"] for v in edge] == ["leetcode", "wide_editor", "narrow"]
     assert all(v["passed"] and v["observed"] == 0 for v in edge)
@@ -48,7 +48,10 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
         for case in ("leetcode", "wide_editor", "narrow")
     ]
     assert all(v["passed"] and v["bound"] == 0 and v["observed"] == 0 for v in cross)
-    assert result["exit_code"] == 0 and (box_port / "parity-reports" / "junit.xml").is_file()
+    assert (
+        result["exit_code"] == 0
+        and (box_port / "parity-reports" / "parity" / "junit.xml").is_file()
+    )
 
 
 def test_planted_preprocessing_bug_fails_naming_case_box_edge_and_excess(

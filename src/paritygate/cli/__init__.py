@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="paritygate", standalone_mode=False)
     except UserError as exc:
-        click.echo(f"paritygate: error: {_cli_words(exc.one_line(), argv)}", err=True)
+        click.echo(f"paritygate: {exc.label}: {_cli_words(exc.one_line(), argv)}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("paritygate: aborted", err=True)

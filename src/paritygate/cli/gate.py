@@ -158,7 +158,7 @@ def _show_drift(console: Any, lines: list[str]) -> None:
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Folder for the reports (default: the spec's `reports`).",
+    help="Folder for the reports (default: the spec's `reports`, else parity-reports/<spec stem>).",
 )
 @click.option("--verbose", "-v", is_flag=True, help="A row per case under every claim.")
 @click.option(
@@ -179,7 +179,8 @@ def gate_command(
     """Verify, run every candidate on every case, and evaluate every claim.
 
     Exit 0 only when every claim holds for every case; 1 when a claim is violated, a runner
-    failed or no claim was evaluated; 3 on drift.
+    failed or no claim was evaluated; 3 on drift; 4 when every claim holds for another hardware
+    class than this machine's (it cannot run here).
     """
     from ..gate import run_gate
     from ..reports import write_all

@@ -35,9 +35,12 @@ def unit_of(verdict: dict[str, Any]) -> str:
 
 
 def metric_value(metric: Any, value: Any) -> str:
-    """A value of ``metric`` in its registry display form (a cosine just below 1 as ``1-d``)."""
+    """A value of ``metric`` in its registry display form (a cosine just below 1 as ``1-d``, an
+    agreement as a percentage)."""
     if value is None:
         return ""
+    if claim_metrics.percent(str(metric)):
+        return format_number(value, percent=True)
     return format_number(value, near_one=claim_metrics.near_one(str(metric)))
 
 

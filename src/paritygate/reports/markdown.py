@@ -8,22 +8,24 @@ from ._common import (
     case_label,
     failure_text,
     fmt,
-    metric_value,
     speed_evidence,
     summary_counts,
-    unit_of,
     verdict_message,
     verdict_word,
     verdicts,
 )
+from .terminal import ClaimSummary, claim_summaries
 
 __all__ = ["render_markdown"]
 
 # A pull-request comment must stay readable (and under the hosts' size limits of about 64 KiB):
-# at most this many failure details per verdict, and this many rows in the verdict table, failing
-# rows first; result.json and report.html hold everything.
-MAX_FAILURES_SHOWN = 20
+# one row per (claim, candidate), as in the terminal and HTML reports, and under each failing
+# claim at most MAX_CASES_SHOWN failing cases with MAX_FAILURES_SHOWN failures each, each case's
+# line cut at MAX_DETAIL_CHARS; result.json and report.html hold every case and every failure.
 MAX_TABLE_ROWS = 150
+MAX_CASES_SHOWN = 3
+MAX_FAILURES_SHOWN = 2
+MAX_DETAIL_CHARS = 160
 
 
 def _cell(value: Any) -> str:
@@ -32,19 +34,110 @@ def _cell(value: Any) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(result: dict[str, Any]) -> str:
+def _clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _case_detail(verdict: dict[str, Any]) -> str:
+    """One failing case in one short line: its first failures, the rest counted."""
+    failures = verdict.get("failures") or []
+    if not failures:
+        return _clip(verdict_message(verdict))
+    text = "; ".join(failure_text(f) for f in failures[:MAX_FAILURES_SHOWN])
+    more = len(failures) - MAX_FAILURES_SHOWN
+    suffix = f"; +{more} more" if more > 0 else ""
+    return _clip(text, MAX_DETAIL_CHARS - len(suffix)) + suffix
+
+
+def _claim_table(claims: list[ClaimSummary]) -> list[str]:
+    shown = [c for c in claims if not c.passed] + [c for c in claims if c.passed]
+    shown = shown[:MAX_TABLE_ROWS]
+    lines = [
+        "| | claim | candidate | metric | cases | worst | bound | margin |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in shown:
+        lines.append(
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} |".format(
+                "✅" if c.passed else "❌",
+                _cell(c.claim_id),
+                _cell(c.candidate),
+                _cell(c.metric),
+                _cell(_cases_cell(c)),
+                _cell(c.worst_cell()),
+                _cell(c.bound_cell()),
+                _cell(c.margin_cell()),
+            )
+        )
+    if len(shown) < len(claims):
+        lines += [
+            "",
+            f"… {len(claims) - len(shown)} more claims (all holding unless listed above) "
+            "are in result.json and report.html.",
+        ]
+    return lines
+
+
+def _cases_cell(claim: ClaimSummary) -> str:
+    if claim.dataset:
+        return "dataset"
+    total = len(claim.verdicts)
+    failed = len(claim.failing) + len(claim.no_outputs)
+    return f"{total - failed}/{total} passed" + (f", {failed} failed" if failed else "")
+
+
+def _violations(claims: list[ClaimSummary], full_report: str) -> list[str]:
+    failing = [c for c in claims if not c.passed]
+    if not failing:
+        return []
+    lines = ["### Violations", ""]
+    for c in failing[:MAX_TABLE_ROWS]:
+        head = f"- **`{c.claim_id}`** ({c.candidate})"
+        if not c.dataset:
+            head += f": {len(c.failing)} of {len(c.verdicts)} cases failed"
+        lines.append(head)
+        for v in c.failing[:MAX_CASES_SHOWN]:
+            where = "" if v.get("case") is None else f"`{case_label(v)}`: "
+            lines.append(f"  - {where}{_case_detail(v)}")
+        rest = c.failing[MAX_CASES_SHOWN:]
+        if rest:
+            names = ", ".join(f"`{case_label(v)}`" for v in rest[:8])
+            names += ", …" if len(rest) > 8 else ""
+            lines.append(f"  - … and {len(rest)} more failing cases: {names}")
+        if c.no_outputs:
+            lines.append(
+                f"  - no outputs on {len(c.no_outputs)} case(s): the runner failed (see Errors)"
+            )
+    lines += [
+        "",
+        f"Every case and every failure: [{full_report}]({full_report}) and `result.json`, "
+        "written beside this summary.",
+        "",
+    ]
+    return lines
+
+
+def render_markdown(result: dict[str, Any], *, full_report: str = "report.html") -> str:
+    """The summary of a gate run for a pull-request comment: one row per (claim, candidate)
+    with its cases passed and failed, its worst case and value against the bound; the failing
+    cases' details capped and short, pointing to ``full_report`` (a path or URL) for the rest."""
     word = verdict_word(result)
     counts = summary_counts(result)
+    items = verdicts(result)
+    claims = claim_summaries(result)
     mark = {"PASS": "✅", "FAIL": "❌", "DRIFT": "⚠️"}[word]
     lines = [f"## {mark} paritygate: {word}", ""]
     spec = result.get("spec")
     if spec:
         lines.append(f"Spec `{spec}` · exit code {result.get('exit_code', '')}")
         lines.append("")
+    held = sum(1 for c in claims if c.passed)
     lines.append(
-        f"{counts['passed']} of {counts['verdicts']} claim verdicts hold · "
-        f"{counts['failed']} violated · {counts['not_evaluated']} not evaluated · "
-        f"{counts['drift']} drift · {counts['errors']} errors"
+        f"{held} of {len(claims)} claims hold ({counts['passed']} of {counts['verdicts']} "
+        f"claim × case verdicts) · {len(claims) - held} violated · "
+        f"{counts['not_evaluated']} not evaluated · {counts['drift']} drift · "
+        f"{counts['errors']} errors"
     )
     lines.append("")
     if word == "DRIFT":
@@ -53,41 +146,12 @@ def render_markdown(result: dict[str, Any]) -> str:
             "candidate is wrong. Re-record deliberately once the change is understood."
         )
         lines.append("")
-    if not verdicts(result) and not result.get("errors") and not result.get("drift"):
+    if not items and not result.get("errors") and not result.get("drift"):
         # (a gate's own "no claim was evaluated" error, or drift, already says why)
         lines.append("**No claim was evaluated: a gate that ran nothing fails.**")
         lines.append("")
-
-    items = verdicts(result)
-    shown = items
-    if len(items) > MAX_TABLE_ROWS:
-        shown = [v for v in items if not v.get("passed")] + [v for v in items if v.get("passed")]
-        shown = shown[:MAX_TABLE_ROWS]
-    if items:
-        lines.append("| | claim | case | candidate | metric | observed | bound | excess |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for v in shown:
-            unit = f" {unit_of(v)}" if unit_of(v) else ""
-            observed = metric_value(v.get("metric"), v.get("observed"))
-            bound = metric_value(v.get("metric"), v.get("bound"))
-            lines.append(
-                "| {} | `{}` | {} | {} | {} | {} | {} | {} |".format(
-                    "✅" if v.get("passed") else "❌",
-                    _cell(str(v.get("claim_id", ""))),
-                    _cell(case_label(v)),
-                    _cell(str(v.get("candidate", ""))),
-                    _cell(str(v.get("metric", ""))),
-                    _cell(observed + unit if observed else ""),
-                    _cell(bound + unit if bound else ""),
-                    _cell(fmt(v.get("excess"))),
-                )
-            )
-        if len(shown) < len(items):
-            lines.append("")
-            lines.append(
-                f"… {len(items) - len(shown)} more verdicts (all holding unless listed above) "
-                "are in result.json and report.html."
-            )
+    if claims:
+        lines += _claim_table(claims)
         lines.append("")
 
     speed = [(v, line) for v in items if (line := speed_evidence(v))]
@@ -100,23 +164,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             )
         lines.append("")
 
-    failing = [v for v in items if not v.get("passed")]
-    if len(failing) > MAX_TABLE_ROWS:
-        failing = failing[:MAX_TABLE_ROWS]
-    if failing:
-        lines.append("### Violations")
-        lines.append("")
-        for v in failing:
-            head = f"- **`{v.get('claim_id')}`** on case `{case_label(v)}` ({v.get('candidate')})"
-            failures = v.get("failures") or []
-            lines.append(head if failures else f"{head}: {verdict_message(v)}")
-            for failure in failures[:MAX_FAILURES_SHOWN]:
-                lines.append(f"  - {failure_text(failure)}")
-            if len(failures) > MAX_FAILURES_SHOWN:
-                lines.append(
-                    f"  - … and {len(failures) - MAX_FAILURES_SHOWN} more (see result.json)"
-                )
-        lines.append("")
+    lines += _violations(claims, full_report)
 
     not_evaluated = result.get("not_evaluated") or []
     if not_evaluated:

@@ -46,7 +46,10 @@ __all__ = [
 
 # Metrics whose interesting part is the distance from 1 (the registry's ``near_one``): a cosine of
 # 0.9999999999999932 against a bound of 0.99999999932 prints as "1-cosine 6.8e-15, bound 6.8e-10".
-ONE_MINUS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one)
+# A fraction of rows (agreement, accuracy) is shown as a percentage instead: "agreement 100%"
+# against "bound ≥ 100%", never "1-agreement 0".
+ONE_MINUS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one and not m.percent)
+PERCENT = claim_metrics.MetricView(lambda m: m.percent, lambda m: m.percent)
 INDENT = "     "
 MAX_EXPANDED = 3  # failing cases expanded under a claim; the rest are named on one line
 
@@ -130,6 +133,8 @@ class ClaimSummary:
         return f"{held}/{total} cases"
 
     def _value(self, value: Any) -> str:
+        if self.metric in PERCENT:
+            return _percent(value)
         one_minus = _one_minus(self.metric, value)
         return short(one_minus if one_minus is not None else value)
 
@@ -143,16 +148,27 @@ class ClaimSummary:
         if self.worst is None:
             return "no outputs" if self.no_outputs else ""
         observed = self.worst.get("observed")
-        label = f"1-{self.metric}" if self.metric in ONE_MINUS else "worst"
+        label = (
+            f"1-{self.metric}"
+            if self.metric in ONE_MINUS
+            else self.metric
+            if self.metric in PERCENT
+            else "worst"
+        )
         shown = distance_from_one(self.metric, self.worst)
         value = short(shown) if shown is not None else self._value(observed)
         text = f"{label} {value}{self._unit()}"
-        exact = as_float(observed) == 0 and self.metric not in ONE_MINUS
+        exact = (
+            as_float(observed) == 0 and self.metric not in ONE_MINUS and self.metric not in PERCENT
+        )
         if self.worst.get("case") is not None and len(self.verdicts) > 1 and not exact:
             text += f" @ {self.worst['case']}"
         return text
 
     def bound_cell(self) -> str:
+        if self.metric in PERCENT:
+            sign = "≥" if _direction(self.metric) == "min" else "≤"
+            return f"bound {sign} {self._value(self.bound)}"
         prefix = (
             "floor"
             if _direction(self.metric) == "min" and self.metric not in ONE_MINUS
@@ -182,9 +198,18 @@ class ClaimSummary:
             if bound == observed:
                 return "at bound"
             return f"{_ratio(bound / observed)} margin"
+        shown = _percent if self.metric in PERCENT else short
         if observed < bound:
-            return f"short by {short(bound - observed)}"
-        return f"{short(observed - bound)} margin" if observed > bound else "at bound"
+            return f"short by {shown(bound - observed)}"
+        return f"{shown(observed - bound)} margin" if observed > bound else "at bound"
+
+
+def _percent(value: Any) -> str:
+    """A fraction as a percentage in at most ~8 characters: 1.0 as "100%", 0.99875 as "99.88%"."""
+    number = as_float(value)
+    if number is None:
+        return fmt(value)
+    return f"{number * 100:.4g}%"
 
 
 def _ratio(value: float) -> str:
