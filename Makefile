@@ -65,15 +65,16 @@ test-backends: $(VENV)/.test-installed
 test-integration: $(VENV)/.test-installed chromium
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
-# On a machine with an NVIDIA GPU: every backend test file (torch, JAX, MLX, ONNX Runtime, 1 - cosine
-# on every device) on the frameworks' default devices, then every gpu-marked test elsewhere.
-# Refuses to run without CUDA, so that a GPU run cannot pass by skipping. GPU_PYTHON: the
-# interpreter there (its frameworks, not this venv's CPU builds), with src/ on PYTHONPATH.
+# On a machine with an NVIDIA GPU: every backend test (torch, JAX, MLX, ONNX Runtime, the host
+# kernels, 1 - cosine on every device) on the frameworks' default devices. Refuses to run unless
+# torch, triton, JAX, MLX and ONNX Runtime all import and torch, JAX and MLX see the GPU
+# (tests/gpu_preflight.py), so that a GPU run cannot pass by skipping or by testing a CPU build.
+# Every gpu-marked test lives in tests/backends. GPU_PYTHON: the interpreter there (its
+# frameworks, not this venv's CPU builds), with src/ on PYTHONPATH.
 GPU_PYTHON ?= $(PY)
 test-gpu:
-	$(GPU_PYTHON) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'test-gpu: no CUDA device')"
-	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/backends/test_backend_*.py $(PYTEST_ARGS)
-	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider -m gpu --ignore=tests/backends tests $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(GPU_PYTHON) tests/gpu_preflight.py
+	PYTHONPATH=$(abspath src)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest -q -p no:cacheprovider tests/backends $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) reports build site
