@@ -2,8 +2,9 @@
 
 A GPU run that passes because a framework is missing (its tests erroring at import, or running on
 the CPU build) would report a success that tested nothing on the GPU. This refuses it: each of
-torch (CUDA), triton, jax (a GPU device), MLX (its GPU device) and onnxruntime must import and, where
-it has a GPU, use it. One line per framework is printed; any failure exits non-zero naming them.
+torch (CUDA), triton, jax (a GPU device), MLX (its GPU device) and onnxruntime must import
+and, where it has a GPU, use it. One line per framework is printed; any failure exits
+non-zero naming them.
 
 Usage: python tests/gpu_preflight.py
 """
