@@ -8,6 +8,9 @@ largest ones are visited a second time.
 
 The blocks are split between threads (``PARITYGATE_THREADS``, else every core this process may
 use); each block fills its own row of partials, so the results do not depend on the thread count.
+Each thread of the numpy kernel holds one block's scratch buffers (:data:`WORKSPACE_BYTES`, about
+6 MiB), so its extra memory is at most :data:`BASE_EXTRA_BYTES` plus that per thread (106 MiB on
+16 threads): it grows with the thread count, never with the array size.
 When numba is importable and the arrays are large enough to repay the compilation, a fused kernel
 (:mod:`paritygate.backends._numba_kernel`) computes the same per-block partials in one pass.
 ``PARITYGATE_KERNEL=numpy|numba|auto`` (or the ``kernel`` argument) forces either.
@@ -48,6 +51,8 @@ __all__ = [
     "compare_arrays",
     "host_stats",
     "kernel_choice",
+    "WORKSPACE_BYTES",
+    "BASE_EXTRA_BYTES",
 ]
 
 name = "numpy"
@@ -211,8 +216,16 @@ def _blocks(pair: _Pair) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
 # One block
 
 
+#: Bytes of one thread's scratch buffers in the numpy kernel: 7 float64, 5 int64, 2 bool per element
+#: of a block.
+WORKSPACE_BYTES = BLOCK * (7 * 8 + 5 * 8 + 2)
+#: Extra memory of a comparison beyond the threads' workspaces (per-block partials, the worst-k
+#: candidates, one block's casts): the stated bound is this plus WORKSPACE_BYTES per thread.
+BASE_EXTRA_BYTES = 8 << 20
+
+
 class _Workspace:
-    """Scratch buffers of one block, allocated once per comparison (about 5 MiB).
+    """Scratch buffers of one block, allocated once per comparison and thread (WORKSPACE_BYTES).
 
     Reusing them keeps every temporary in cache and avoids a fresh allocation (and its page
     faults) per operation.
