@@ -1,4 +1,4 @@
-"""Convert ``model/`` to GGUF with the converter that ships in llama-cpp-python's vendored llama.cpp.
+"""Convert ``model/`` to GGUF with the converter of llama-cpp-python's vendored llama.cpp.
 
 Not part of CI. Usage (LLAMA_CPP is the vendored llama.cpp of the llama-cpp-python 0.3.36 sdist,
 ``pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36`` and unpack it):
@@ -32,7 +32,8 @@ def convert(llama_cpp: Path, outtype: str, out: Path) -> None:
     from conversion.base import TextModel
 
     TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
-    sys.argv = ["convert_hf_to_gguf.py", str(MODEL_DIR), "--outtype", outtype, "--outfile", str(out)]
+    sys.argv = ["convert_hf_to_gguf.py", str(MODEL_DIR), "--outtype", outtype]
+    sys.argv += ["--outfile", str(out)]
     convert_hf_to_gguf.main()
 
 

@@ -11,7 +11,8 @@ so a retrained model differs from the committed one; the committed weights are p
 (``model/SHA256SUMS.json``) and are the reference, not this script's output elsewhere.
 
 Chat data: for every documented function in those files, a conversation in the Qwen chat format
-``<|im_start|>user\\nExplain NAME.<|im_end|>\\n<|im_start|>assistant\\nFIRST DOCSTRING LINE<|im_end|>``,
+``<|im_start|>user\\nExplain NAME.<|im_end|>\\n``
+``<|im_start|>assistant\\nFIRST DOCSTRING LINE<|im_end|>``,
 so that the chat template's special tokens are learned, not only present in the vocabulary.
 
 Tokenizer: byte-level BPE trained by ``tokenizers`` with Qwen2's pre-tokenizer regex (the one
