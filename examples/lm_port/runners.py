@@ -56,8 +56,11 @@ class TransformersRunner:
         cont = self.encode(case["continuation"])
         with torch.no_grad():
             logits = self.model(torch.tensor([prompt + cont])).logits[0].float().numpy()
+            # an explicit mask: without one, generate() masks every prompt token equal to the
+            # pad id (<|endoftext|> written in the text), and step 0 already differs
             out = self.model.generate(
                 torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                 max_new_tokens=case["max_new_tokens"],
                 do_sample=False,
                 eos_token_id=None,

@@ -5,23 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 
-import numpy as np
 import pytest
 
-CASES = [
-    {
-        "kind": "chat",
-        "messages": [{"role": "user", "content": "Explain join."}],
-        "continuation": "Return a string.<|im_end|>",
-        "max_new_tokens": 12,
-    },
-    {
-        "kind": "plain",
-        "text": "def main():\n    parser = argparse.ArgumentParser(",
-        "continuation": "    return os.path.join(path, name)\n",
-        "max_new_tokens": 12,
-    },
-]
+from paritygate.sequence import compare_teacher_forced, compare_token_ids
+
+CASE_NAMES = ["chat-00-join", "chat-01-split-multi", "plain-00", "plain-17"]
+# plain-17 writes <|endoftext|> (the pad id) inside the text: transformers' generate() without an
+# explicit attention mask masks it, and the greedy runs part at step 0
+
+
+@pytest.fixture(scope="module")
+def cases(runners):
+    folder = runners.MODEL_DIR.parent / "cases"
+    return [json.loads((folder / f"{n}.json").read_text()) for n in CASE_NAMES]
 
 
 @pytest.fixture(scope="module")
@@ -30,20 +26,9 @@ def runners(example_module):
 
 
 @pytest.fixture(scope="module")
-def outputs(runners):
+def outputs(runners, cases):
     made = [runners.TransformersRunner(), runners.MlxRunner(), runners.LlamaCppRunner()]
-    return {r.name: [r.run(c) for c in CASES] for r in made}
-
-
-def _log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
-
-
-def _kl_max(ref, cand):
-    lr, lc = _log_softmax(ref), _log_softmax(cand)
-    return float((np.exp(lr) * (lr - lc)).sum(-1).max())
+    return {r.name: [r.run(c) for c in cases] for r in made}
 
 
 def test_model_files_match_their_pinned_sha256(runners):
@@ -55,28 +40,44 @@ def test_model_files_match_their_pinned_sha256(runners):
     assert (runners.MODEL_DIR / "model.safetensors").stat().st_size <= 10_000_000
 
 
+def test_cases_match_their_pinned_sha256(runners):
+    folder = runners.MODEL_DIR.parent / "cases"
+    sums = json.loads((folder / "SHA256SUMS.json").read_text())
+    assert len(sums) >= 50
+    assert {json.loads((folder / n).read_text())["kind"] for n in sums} == {"chat", "plain"}
+    for name, digest in sums.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
 def test_runtimes_agree_on_token_ids_and_greedy(outputs):
     ref = outputs["transformers"]
     for name in ("mlx-lm", "llama.cpp"):
-        for r, c in zip(ref, outputs[name]):
-            assert c["prompt_ids"] == r["prompt_ids"], name
-            assert c["continuation_ids"] == r["continuation_ids"], name
-            assert c["greedy_ids"] == r["greedy_ids"], name
+        for case, r, c in zip(CASE_NAMES, ref, outputs[name]):
+            for key in ("prompt_ids", "continuation_ids", "greedy_ids"):
+                result = compare_token_ids(c[key], r[key], path=f"{name} {case} {key}")
+                assert result, result.describe()
     chat_ids = ref[0]["prompt_ids"]
     assert chat_ids[0] == 2046 and chat_ids[-3] == 2046  # <|im_start|> is one special token
 
 
 def test_teacher_forced_logits_close(outputs):
-    # measured 2026-12-04, Linux x86-64 CPU: mlx-lm max-abs 3.6e-6, KL max 9e-13;
-    # llama.cpp f32 max-abs 2.2e-3, KL max 1.5e-7. Bounds leave ~10x headroom.
-    for name, max_abs, max_kl in (("mlx-lm", 5e-5, 1e-9), ("llama.cpp", 2e-2, 1e-5)):
-        for r, c in zip(outputs["transformers"], outputs[name]):
-            assert c["logits"].shape == r["logits"].shape
-            assert np.abs(c["logits"] - r["logits"]).max() <= max_abs, name
-            assert _kl_max(r["logits"], c["logits"]) <= max_kl, name
+    # measured 2026-12-04 over all 64 cases, Linux x86-64 CPU: mlx-lm max-abs 6.7e-6, KL max
+    # 2.1e-12; llama.cpp f32 max-abs 3.4e-3, KL max 3.8e-7. Bounds leave about 10x headroom.
+    bounds = {"mlx-lm": (5e-5, 1e-10), "llama.cpp": (3e-2, 5e-6)}
+    for name, (max_abs, max_kl) in bounds.items():
+        for case, r, c in zip(CASE_NAMES, outputs["transformers"], outputs[name]):
+            result = compare_teacher_forced(
+                r["logits"],
+                c["logits"],
+                max_abs=max_abs,
+                max_kl=max_kl,
+                min_top1_agreement=1.0,
+                path=f"{name} {case}",
+            )
+            assert result, result.describe()
 
 
-def test_a_wrong_rope_theta_in_mlx_is_caught(runners, tmp_path):
+def test_a_wrong_rope_theta_in_mlx_is_caught(runners, cases, tmp_path):
     # the drift this example found: mlx-lm reads top-level rope_theta only (default 1e6)
     import shutil
 
@@ -86,7 +87,9 @@ def test_a_wrong_rope_theta_in_mlx_is_caught(runners, tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     del config["rope_theta"]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    bad = runners.MlxRunner(tmp_path).run(CASES[1])
-    ref = runners.TransformersRunner().run(CASES[1])
-    assert np.abs(bad["logits"] - ref["logits"]).max() > 0.1
-    assert _kl_max(ref["logits"], bad["logits"]) > 1e-3
+    bad = runners.MlxRunner(tmp_path).run(cases[2])
+    ref = runners.TransformersRunner().run(cases[2])
+    result = compare_teacher_forced(ref["logits"], bad["logits"], max_abs=5e-5, max_kl=1e-10)
+    assert not result
+    assert {f.metric for f in result.failures} == {"max_abs", "kl_divergence"}
+    assert result.kl_max > 1e-3 and "position" in result.failures[1].where
