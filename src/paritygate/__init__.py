@@ -57,6 +57,7 @@ PUBLIC_MODULES = (
     "paritygate.cli",
     "paritygate.provenance",
     "paritygate.reports",
+    "paritygate.sequence",
     "paritygate.structured",
     "paritygate.testing",
 )
