@@ -28,6 +28,27 @@ def _pass_styles(values: tuple[str, ...]) -> str | dict[str, str]:
     return styles
 
 
+def _calling_options(command):
+    """--pass and --factory, shared by init and quick: how each runner is called."""
+    command = click.option(
+        "--factory",
+        "factories",
+        multiple=True,
+        type=click.Choice(["reference", "candidate"]),
+        help="That runner's module:function is a factory: called once with no arguments, it "
+        "returns the per-case function (repeatable).",
+    )(command)
+    return click.option(
+        "--pass",
+        "pass_as",
+        multiple=True,
+        metavar="[ROLE:]case|inputs|path",
+        help="What a module:function receives per case: a Case (.name .path .load(); the "
+        "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
+        "For both runners, or one: --pass candidate:path (repeatable).",
+    )(command)
+
+
 @click.command("init")
 @click.argument(
     "folder", required=False, default=".", type=click.Path(path_type=Path, file_okay=False)
@@ -72,23 +93,7 @@ def _pass_styles(values: tuple[str, ...]) -> str | dict[str, str]:
     show_default=True,
     help="What a command writes at {out}.",
 )
-@click.option(
-    "--pass",
-    "pass_as",
-    multiple=True,
-    metavar="[ROLE:]case|inputs|path",
-    help="What a module:function receives per case: a Case (.name .path .load(); the "
-    "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
-    "For both runners, or one: --pass candidate:path (repeatable).",
-)
-@click.option(
-    "--factory",
-    "factories",
-    multiple=True,
-    type=click.Choice(["reference", "candidate"]),
-    help="That runner's module:function is a factory: called once with no arguments, it "
-    "returns the per-case function (repeatable).",
-)
+@_calling_options
 @click.option("--force", is_flag=True, help="Replace an existing parity.toml.")
 def init_command(
     folder: Path,
@@ -194,23 +199,7 @@ def cases_add_command(patterns: tuple[str, ...], spec_path: Path, dry_run: bool)
     show_default=True,
     help="What a command writes at {out}.",
 )
-@click.option(
-    "--pass",
-    "pass_as",
-    multiple=True,
-    metavar="[ROLE:]case|inputs|path",
-    help="What a module:function receives per case: a Case (.name .path .load(); the "
-    "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
-    "For both runners, or one: --pass candidate:path (repeatable).",
-)
-@click.option(
-    "--factory",
-    "factories",
-    multiple=True,
-    type=click.Choice(["reference", "candidate"]),
-    help="That runner's module:function is a factory: called once with no arguments, it "
-    "returns the per-case function (repeatable).",
-)
+@_calling_options
 @click.option(
     "--save-spec",
     type=click.Path(path_type=Path, dir_okay=False),
