@@ -12,40 +12,49 @@ through :mod:`paritygate.backends` when their arrays are compared.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+import types
 
-from .approximation import ActivityBand, check_activity, count_calls
-from .calibration import CalibrationResult, calibrate, calibrate_claim, write_bound
-from .compare import compare, compare_output
-from .drift import verify
-from .equivalence import check_equivalence, evaluate_claim
-from .errors import (
-    DriftError,
-    InputError,
-    InternalError,
-    ParitygateError,
-    RunFailure,
-    SpecError,
-    UserError,
-)
-from .files import load_outputs, save_outputs
-from .gate import current_hardware, run_gate
-from .outputs import flatten_outputs
-from .paired import PairedResult, paired
-from .references import load_reference, record, recorded_outputs
-from .results import (
-    ClaimVerdict,
-    Comparison,
-    Element,
-    Failure,
-    GateResult,
-    NonFinite,
-    OutputComparison,
-    Tolerance,
-)
-from .spec import Claim, Spec, load_spec, update_claim
-from .structured import compare_class_decisions, compare_images, compare_keyed_boxes
-from .testing import assert_parity
+# Each public name and the module that defines it. Importing paritygate imports none of them:
+# a name's module is imported on first use, so that ``import paritygate`` and the command line
+# start in milliseconds (a Ctrl-C during start-up finds the command line's handler already in
+# place) and import no framework.
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "approximation": ("ActivityBand", "check_activity", "count_calls"),
+    "calibration": ("CalibrationResult", "calibrate", "calibrate_claim", "write_bound"),
+    "compare": ("compare", "compare_output"),
+    "drift": ("verify",),
+    "equivalence": ("check_equivalence", "evaluate_claim"),
+    "errors": (
+        "DriftError",
+        "InputError",
+        "InternalError",
+        "ParitygateError",
+        "RunFailure",
+        "SpecError",
+        "UserError",
+    ),
+    "files": ("load_outputs", "save_outputs"),
+    "gate": ("current_hardware", "run_gate"),
+    "outputs": ("flatten_outputs",),
+    "paired": ("PairedResult", "paired"),
+    "references": ("load_reference", "record", "recorded_outputs"),
+    "results": (
+        "ClaimVerdict",
+        "Comparison",
+        "Element",
+        "Failure",
+        "GateResult",
+        "NonFinite",
+        "OutputComparison",
+        "Tolerance",
+    ),
+    "spec": ("Claim", "Spec", "load_spec", "update_claim"),
+    "structured": ("compare_class_decisions", "compare_images", "compare_keyed_boxes"),
+    "testing": ("assert_parity",),
+    "reports.text": ("format_comparison",),
+}
+_LAZY = {name: f"paritygate.{module}" for module, names in _SOURCES.items() for name in names}
 
 __version__ = "0.1.0"
 
@@ -61,9 +70,6 @@ PUBLIC_MODULES = (
     "paritygate.structured",
     "paritygate.testing",
 )
-
-# Names whose module is imported on first use (the reports bring rich and their renderers).
-_LAZY = {"format_comparison": "paritygate.reports.text"}
 
 __all__ = [
     "__version__",
@@ -122,7 +128,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'paritygate' has no attribute {name!r}")
@@ -131,3 +137,21 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """``compare`` and ``paired`` are public functions defined in modules of the same name:
+    importing such a module must not replace the function with the module on the package (the
+    functions are what ``paritygate.compare`` has always been)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == f"{__name__}.{name}":
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

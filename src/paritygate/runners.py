@@ -38,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from . import children
 from ._dtypes import numpy_dtype
 from ._host import host_arrays
 from .backends import seed_frameworks
@@ -642,12 +643,12 @@ class SubprocessRunner(ActiveRunner):
             raise RunFailure(
                 self.name, case.name, "crash", f"cannot start {argv[0]!r}: {exc.strerror or exc}"
             ) from None
+        children.started(process, own_group=True)
         stderr_reader = _PipeReader(process.stderr)
         try:
             process.wait(timeout=self.runner.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(process.pid)
-            process.wait()
+            children.end(process)
             stderr_reader.finish(process.pid)
             raise RunFailure(
                 self.name,
@@ -656,6 +657,12 @@ class SubprocessRunner(ActiveRunner):
                 f"no result within {self.runner.timeout:g} s (killed with its process group)",
                 _tail(stderr_reader.data),
             ) from None
+        except BaseException:
+            # an aborted run (Ctrl-C, SIGTERM to paritygate, an error in another thread's
+            # handler) ends the port and everything in its group before it unwinds
+            children.end(process)
+            raise
+        children.finished(process)
         # The command has exited. A child it left behind (in its group, or in a session of its
         # own) may still hold stderr open: the pipe is read for a moment more, never waited on.
         stderr_bytes = stderr_reader.finish(process.pid)

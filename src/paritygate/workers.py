@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from . import children
 from .errors import UserError
 
 __all__ = ["Worker", "WorkerPool", "WorkerError", "importable_name", "state"]
@@ -91,7 +92,11 @@ class Worker:
             text=True,
             bufsize=1,
             preexec_fn=(lambda: os.nice(nice)) if nice and hasattr(os, "nice") else None,
+            # a group of its own: an aborted run ends it (paritygate.children), and a Ctrl-C at
+            # the terminal reaches paritygate alone instead of every worker's call
+            start_new_session=True,
         )
+        children.started(self.process, own_group=True)
 
     @property
     def pid(self) -> int:
@@ -123,20 +128,29 @@ class Worker:
         return answer.get("result")
 
     def close(self) -> None:
+        """Close the worker's input, which ends it; one that does not end within 10 s is
+        killed."""
         if self.process.poll() is None:
             try:
                 assert self.process.stdin is not None
                 self.process.stdin.close()
                 self.process.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
+                children.end(self.process)
+        children.finished(self.process)
+
+    def kill(self) -> None:
+        """End the worker now, whatever it is running (an aborted run)."""
+        children.end(self.process)
 
     def __enter__(self) -> Worker:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        if kind is not None and not issubclass(kind, Exception):
+            self.kill()  # Ctrl-C or SIGTERM: do not wait for the call in flight
+        else:
+            self.close()
 
 
 class WorkerPool:
@@ -164,5 +178,6 @@ class WorkerPool:
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        for worker in self.workers:
+            worker.__exit__(kind, *exc)

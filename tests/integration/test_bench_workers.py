@@ -153,3 +153,33 @@ def test_the_cpu_clock_flags_work_spread_over_threads():
     share = result.provenance["design"]["cpu_over_wall"]["baseline"]
     flagged = any("several threads" in w for w in result.warnings)
     assert flagged == (share > 1.1)
+
+
+def test_an_interrupted_pool_ends_its_workers_at_once_even_mid_call():
+    """Ctrl-C (or SIGTERM, which the command line turns into the same unwinding) inside a pool
+    kills every worker, one in the middle of a 60-second call included, instead of waiting for
+    it; a pool left normally closes its workers and leaves none registered."""
+    import threading
+    import time
+
+    from paritygate import children
+
+    with WorkerPool(2) as pool:
+        assert len(children.live()) == 2
+    assert children.live() == [] and all(w.process.returncode == 0 for w in pool.workers)
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with WorkerPool(2) as pool:
+            pids = [w.pid for w in pool.workers]
+            assert sorted(children.live()) == sorted(pids)
+            busy = threading.Thread(
+                target=lambda: pytest.raises(WorkerError, pool.workers[0].call, "time:sleep", 60),
+                daemon=True,
+            )
+            busy.start()
+            time.sleep(0.5)
+            raise KeyboardInterrupt
+    assert time.monotonic() - started < 10
+    assert all(w.process.returncode is not None for w in pool.workers)
+    assert children.live() == []

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 from spec_helpers import TINY_SPEC, make_project
+
+import paritygate
+from paritygate.spec import default_reports
 
 pytestmark = pytest.mark.slow
 
@@ -126,10 +131,10 @@ def test_gate_on_a_spec_whose_name_is_not_utf8_writes_readable_reports(tmp_path)
     assert done.returncode == 0, done.stderr.decode("utf-8", "backslashreplace")
     assert b"Traceback" not in done.stderr
     assert b"PASS" in done.stdout
-    result = _reports(project / "parity-reports")
+    result = _reports(project / default_reports(Path(name)))
     assert result["spec"].endswith("spec-\\xff.toml") and result["exit_code"] == 0
     # the result re-renders from its file
-    again = _cli("report", project / "parity-reports" / "result.json")
+    again = _cli("report", project / default_reports(Path(name)) / "result.json")
     assert again.returncode == 0 and b"PASS" in again.stdout, again
 
 
@@ -140,5 +145,107 @@ def test_gate_on_a_spec_whose_name_is_not_utf8_still_fails_a_violated_claim(tmp_
     done = _cli("gate", name, cwd=project)
     assert done.returncode == 1, done.stderr.decode("utf-8", "backslashreplace")
     assert b"Traceback" not in done.stderr and b"FAIL" in done.stdout
-    result = _reports(project / "parity-reports")
+    result = _reports(project / default_reports(Path(name)))
     assert result["exit_code"] == 1 and not result["passed"]
+
+
+# --------------------------------------------------------------------------------------------
+# An aborted gate ends every process it started
+
+HANGING_PORT = """
+import os, subprocess, sys, time
+folder = os.environ["PIDS"]
+# a child of the port, in the port's process group, as a server or a compiler would be
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with open(os.path.join(folder, f"{os.getpid()}.pid"), "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def _hanging_gate(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """A gate whose candidate port hangs, started as a user would; returns it once the port and
+    the port's child are up, with their pids."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = TINY_SPEC.replace(
+        'callable = "tiny:candidate32"',
+        'command = ["{python}", "hang.py", "{case}", "{out}"]\nformat = "npz"\n'
+        f"env = {{ PIDS = {json.dumps(str(pids))} }}",
+    )
+    make_project(tmp_path, spec)
+    (tmp_path / "hang.py").write_text(HANGING_PORT)
+    assert _cli("record", "parity.toml", "--yes", cwd=tmp_path).returncode == 0
+    gate = subprocess.Popen(
+        [sys.executable, "-m", "paritygate", "gate", "parity.toml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not list(pids.iterdir()):
+        assert gate.poll() is None, gate.communicate()
+        assert time.monotonic() < deadline, "the port never started"
+        time.sleep(0.05)
+    time.sleep(0.2)  # the pid file is written whole before the port sleeps
+    (pid_file,) = pids.iterdir()
+    started = [int(p) for p in pid_file.read_text().split()]
+    assert all(_alive(p) for p in started)
+    return gate, started
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_aborted_gate_ends_its_port_and_the_ports_children(tmp_path, signum):
+    gate, started = _hanging_gate(tmp_path)
+    gate.send_signal(signum)  # to paritygate alone, as `kill` or a job scheduler sends it
+    out, err = gate.communicate(timeout=60)
+    assert gate.returncode == 2, err
+    assert _one_line(err) == f"paritygate: aborted ({signal.Signals(signum).name})"
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in started if _alive(p)], "a process the gate started outlived it"
+
+
+def test_ctrl_c_at_any_moment_of_start_up_ends_in_one_line(tmp_path):
+    """SIGINT from the first milliseconds of the command's life to the running gate. Once any
+    line of paritygate runs, the answer is one line and exit 2. Before that, the interpreter's
+    own start-up (a few milliseconds; paritygate's package and its command-line module import
+    nothing at module level) ends the way Python ends any program: killed by the signal, or
+    Python's own KeyboardInterrupt report, in which no frame is paritygate's."""
+    make_project(tmp_path)
+    assert _cli("record", "parity.toml", "--yes", cwd=tmp_path).returncode == 0
+    package = str(Path(paritygate.__file__).parent)
+    outcomes = []
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7):
+        gate = subprocess.Popen(
+            [sys.executable, "-m", "paritygate", "gate", "parity.toml"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(delay)
+        gate.send_signal(signal.SIGINT)
+        out, err = gate.communicate(timeout=60)
+        text = err.decode("utf-8", "backslashreplace")
+        assert package not in text, (delay, text)  # no frame of paritygate's
+        if gate.returncode == 2:
+            assert _one_line(err) == "paritygate: aborted (SIGINT)", (delay, text)
+            outcomes.append("aborted")
+        elif gate.returncode == 0:  # the gate finished before the signal came
+            assert b"PASS" in out, (delay, text)
+            outcomes.append("finished")
+        else:
+            assert gate.returncode in (-signal.SIGINT, 1, 130), (delay, gate.returncode, text)
+            assert text == "" or text.rstrip().endswith("KeyboardInterrupt"), (delay, text)
+            outcomes.append("interpreter start-up")
+    # most of a gate's start-up is paritygate's own: the sweep reaches it
+    assert outcomes.count("aborted") >= 5, outcomes

@@ -2,100 +2,86 @@
 
 Each command lives in its own module of this package and is imported only when it runs (or when
 ``--help`` lists it), so ``paritygate --help`` starts fast and needs no framework. User errors
-end as one line on stderr with exit 2 (3 for drift); internal errors keep their traceback.
+end as one line on stderr with exit 2 (3 for drift, 4 for a run this machine cannot make);
+internal errors keep their traceback.
+
+This module imports nothing but the standard library: :func:`main` puts its signal handling in
+place before click, numpy or any command is imported, so that a Ctrl-C or a SIGTERM at any
+moment, start-up included, ends as ``paritygate: aborted (SIGINT)`` with exit 2, after every
+process the run started (a command runner's port with its whole process group, a worker) was
+ended.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 
-import click
+__all__ = ["main", "cli", "COMMANDS", "ABORTED"]
 
-from ..errors import UserError
-
-__all__ = ["main", "cli", "COMMANDS"]
-
-# command name -> "module:attribute" inside paritygate.cli
-COMMANDS: dict[str, str] = {
-    "compare": "compare:compare_command",
-    "record": "gate:record_command",
-    "verify": "gate:verify_command",
-    "gate": "gate:gate_command",
-    "report": "report:report_command",
-    "claims": "claims:claims_group",
-    "calibrate": "calibrate:calibrate_command",
-    "bootstrap": "bootstrap:bootstrap_command",
-    "bench": "bench:bench_command",
-    "init": "onboard:init_command",
-    "cases": "onboard:cases_group",
-    "quick": "onboard:quick_command",
-}
-
-
-def _available() -> dict[str, str]:
-    found = {}
-    for name, target in COMMANDS.items():
-        module = target.split(":")[0]
-        if importlib.util.find_spec(f"{__name__}.{module}") is not None:
-            found[name] = target
-    return found
-
-
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(_available())
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = _available().get(cmd_name)
-        if target is None:
-            return None
-        module_name, attr = target.split(":")
-        module = importlib.import_module(f"{__name__}.{module_name}")
-        return getattr(module, attr)
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="paritygate")
-def cli() -> None:
-    """Measure, pin and enforce the numbers an ML port or optimization publishes.
-
-    \b
-    Exit codes: 0 every claim holds, 1 a claim is violated, 2 usage/spec/input error,
-    3 drift (a pinned artifact or the environment changed; re-record deliberately).
-    """
-
-
-def _cli_words(message: str, argv: list[str] | None) -> str:
-    """A library hint names Python arguments (``min_cases=``); on the command line the same
-    setting is an option (``--min-cases``): name the option the user can type."""
-    import re
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    target = _available().get(args[0]) if args else None
-    if target is None:
-        return message
-    module_name, attr = target.split(":")
-    command = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
-    for param in getattr(command, "params", []):
-        for opt in getattr(param, "opts", []):
-            if opt.startswith("--"):
-                python = opt[2:].replace("-", "_")
-                message = re.sub(rf"(?<![\w-]){re.escape(python)}=", opt, message)
-    return message
+# The exit code of an aborted run: like a usage error, nothing was judged.
+ABORTED = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors become one line and an exit code, never a traceback."""
+    """Console entry point: user errors become one line and an exit code, never a traceback;
+    an abort ends the processes the run started and says so in one line."""
+    saved: dict[int, object] = {}
+    try:
+        # everything, the first import included, inside the try: a Ctrl-C at any moment from
+        # here on ends in one line
+        import signal
+
+        from ..children import terminate_as_interrupt
+
+        saved = {
+            getattr(signal, n): signal.getsignal(getattr(signal, n))
+            for n in _HANDLED
+            if hasattr(signal, n)
+        }
+        try:
+            terminate_as_interrupt()
+        except ValueError:  # not the main thread: the caller keeps its own handling
+            saved = {}
+        return _run(argv)
+    except KeyboardInterrupt as exc:
+        from ..children import Terminated, end_all
+
+        end_all()
+        name = str(exc) if isinstance(exc, Terminated) else "SIGINT"
+        sys.stderr.write(f"paritygate: aborted ({name})\n")
+        return ABORTED
+    finally:
+        if saved:
+            import signal
+
+            for number, handler in saved.items():
+                signal.signal(number, handler)  # type: ignore[arg-type]
+
+
+# The signals whose handlers main() sets for its run and restores after it.
+_HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _run(argv: list[str] | None) -> int:
+    import click
+
+    from ..children import end_all
+    from ..errors import UserError
+    from ._app import cli, cli_words
+
     try:
         result = cli.main(args=argv, prog_name="paritygate", standalone_mode=False)
     except UserError as exc:
-        click.echo(f"paritygate: {exc.label}: {_cli_words(exc.one_line(), argv)}", err=True)
+        click.echo(f"paritygate: {exc.label}: {cli_words(exc.one_line(), argv)}", err=True)
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("paritygate: aborted", err=True)
-        return 2
+    except click.exceptions.Abort as exc:
+        # click turns a KeyboardInterrupt inside a command into Abort; an end of input at a
+        # prompt is an Abort too
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, KeyboardInterrupt):
+            raise cause from None
+        click.echo("paritygate: aborted (no answer on standard input)", err=True)
+        return ABORTED
     except click.UsageError as exc:
         # One line like every other user error, with where to look instead of the whole usage.
         command = exc.ctx.command_path if exc.ctx is not None else "paritygate"
@@ -105,11 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return 2
-    except KeyboardInterrupt:
-        return 130
+    finally:
+        end_all()  # nothing a command started outlives it
     if isinstance(result, int):
         return result
     return 0
+
+
+def __getattr__(name: str) -> object:
+    if name in ("cli", "COMMANDS"):
+        from . import _app
+
+        return getattr(_app, name)
+    raise AttributeError(f"module 'paritygate.cli' has no attribute {name!r}")
 
 
 if __name__ == "__main__":  # pragma: no cover
