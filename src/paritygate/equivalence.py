@@ -72,8 +72,14 @@ def _host(tree: Any, side: str) -> dict[str, Any]:
 # Per-case claim evaluation
 
 
-def structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list[Failure]:
-    """A failure for every output the reference holds and the candidate lacks, and back."""
+def structure_failures(
+    actual: dict[str, Any],
+    expected: dict[str, Any],
+    actual_side: str = "the candidate",
+    expected_side: str = "the reference",
+) -> list[Failure]:
+    """A failure for every output the expected side holds and the actual side lacks
+    (``missing_output``), and back (``extra_output``), each naming both sides."""
     failures = []
     for name in sorted(set(expected) - set(actual)):
         failures.append(
@@ -82,7 +88,7 @@ def structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list
                 None,
                 None,
                 where=name,
-                detail="in the reference, not produced by the candidate",
+                detail=f"in {expected_side}, not produced by {actual_side}",
             )
         )
     for name in sorted(set(actual) - set(expected)):
@@ -92,7 +98,7 @@ def structure_failures(actual: dict[str, Any], expected: dict[str, Any]) -> list
                 None,
                 None,
                 where=name,
-                detail="produced by the candidate, not in the reference",
+                detail=f"produced by {actual_side}, not in {expected_side}",
             )
         )
     return failures
@@ -106,7 +112,8 @@ def _element(
     tol = entry.tolerance(claim.bound, claim.params)
     failures: list[Failure] = []
     evidence: dict[str, Any] = {}
-    worst: float | None = 0.0
+    # None when no output was compared (both missing): no observed value, not an exact 0
+    worst: float | None = None
     for name in sorted(set(actual) & set(expected)):
         a, e = actual[name], expected[name]
         pair = Pair(a, e, name, claim.params, tol)
@@ -381,6 +388,14 @@ def _output(
     return worst, failures, evidence
 
 
+# Failures that no bound of the claim's metric can fix (``bound_that_passes`` is then absent).
+STRUCTURAL_FAILURES = ("missing_output", "extra_output", "no_output", "shape", "size", "dtype")
+
+
+def _no_bound_fixes(failure: Failure) -> bool:
+    return failure.metric in STRUCTURAL_FAILURES or failure.metric.startswith(("activity", "input"))
+
+
 def evaluate_claim(
     claim: Claim, candidate: str, case: str | None, actual: dict[str, Any], expected: dict[str, Any]
 ) -> ClaimVerdict:
@@ -438,7 +453,11 @@ def evaluate_claim(
     excess = None
     if observed is not None and not claim.holds(observed):
         excess = claim.excess(observed)
-    if (
+    if any(_no_bound_fixes(f) for f in failures):
+        # A missing output, a failed activity band, a shape or dtype mismatch: no bound of the
+        # claim's metric would have held, whatever the observed value of what was compared.
+        evidence.pop("bound_that_passes", None)
+    elif (
         observed is not None
         and "bound_that_passes" not in evidence
         and isinstance(observed, (int, float))

@@ -363,7 +363,7 @@ def _cross_adapter(
 ) -> ClaimVerdict:
     from .compare import compare_output
 
-    failures = structure_failures(other, primary)
+    failures = structure_failures(other, primary, f"adapter {adapter}", f"candidate {candidate}")
     worst = 0.0
     evidence: dict[str, Any] = {}
     for name in sorted(set(primary) & set(other)):
@@ -376,13 +376,19 @@ def _cross_adapter(
         observed = oc.max_abs if oc.passed or oc.mismatches else math.inf
         # NaN or an infinity on one side only: the finite max-abs reads 0 there, yet the two
         # entry points disagree; say what differs instead of "observed 0, exceeded by 0".
-        nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf", "size")]
-        if nonfinite:
+        nonfinite = [f for f in oc.failures if f.metric in ("nan", "inf")]
+        sized = [f for f in oc.failures if f.metric == "size"]
+        if nonfinite or sized:
             observed = math.inf
         evidence[name] = {"max_abs": oc.max_abs, "mismatches": oc.mismatches}
         if nonfinite:
             evidence[name]["nonfinite"] = [f.describe() for f in nonfinite]
         worst = max(worst, observed)
+        if sized:  # an empty output on one side: a different number of elements, not a NaN
+            failures += [
+                Failure("size", f.bound, f.observed, where=name, detail=f.detail) for f in sized
+            ]
+            continue
         if not oc.passed:
             where = name
             detail = ""
@@ -400,7 +406,6 @@ def _cross_adapter(
                     )
                 if nf is not None and nf.inf_mismatch:
                     parts.append(f"{nf.inf_mismatch} infinity(ies) not matched")
-                parts += [f.detail for f in nonfinite if f.metric == "size" and f.detail]
                 detail = "; ".join(parts + ([detail] if detail else []))
                 failures.append(Failure("nonfinite", 0, None, None, where=where, detail=detail))
                 continue

@@ -129,6 +129,11 @@ def test_a_cache_that_lies_about_its_skips_fails(tmp_path, capsys):
     detail = failures[0]["detail"]
     assert "calls of cache:Body.run skipped (reference minus candidate) = 0" in detail
     assert "counted by paritygate" in detail and "the optimization did nothing" in detail
+    # the terminal says the count is under the band and by how much, and offers no bound of the
+    # metric as a fix (no bound of the metric makes a cache that did nothing pass)
+    out = capsys.readouterr().out
+    assert "observed 0 bound 5..7 under by 5" in out, out
+    assert "over by" not in out and "would have held" not in out
 
 
 def test_measured_calls_band_in_stored_mode(tmp_path):

@@ -136,6 +136,120 @@ callable = "tiny:candidate_missing"
     assert all(
         [(f.metric, f.where) for f in v.failures] == [("missing_output", "logits")] for v in failing
     )
+    # the sides are named as they are: the adapter lacks what its candidate produced
+    assert failing[0].failures[0].detail == "in candidate cand, not produced by adapter cand-api"
+
+
+def test_an_adapter_with_an_extra_or_an_empty_output_is_told_so(tmp_path):
+    """An output the adapter adds is an extra output of the adapter (not 'missing in the
+    reference'); an empty output against a non-empty one is a size failure, not a NaN."""
+    model = (
+        TINY_MODEL
+        + """
+
+def adapter_extra(case):
+    out = candidate32(case)
+    out["debug"] = np.zeros(3)
+    return out
+
+
+def adapter_empty(case):
+    out = candidate32(case)
+    out["y"] = np.zeros((0, 4), np.float32)
+    return out
+"""
+    )
+    for adapter, expected in (
+        (
+            "adapter_extra",
+            ("extra_output", "debug", "produced by adapter cand-api, not in candidate cand"),
+        ),
+        ("adapter_empty", ("size", "y", None)),
+    ):
+        spec_text = TINY_SPEC + (
+            f'\n[runners.cand-api]\nrole = "adapter"\nadapter_of = "cand"\n'
+            f'callable = "tiny:{adapter}"\n'
+        )
+        path = make_project(
+            tmp_path / adapter, spec_text, modules={"tiny.py": model, "tiny_cli.py": ""}
+        )
+        record(load_spec(path))
+        result = run_gate(load_spec(path))
+        cross = [v for v in result.verdicts if v.oracle == "cross-adapter"]
+        assert cross and not any(cross), adapter
+        failures = [(f.metric, f.where, f.detail) for f in cross[0].failures]
+        assert [f[:2] for f in failures] == [expected[:2]], failures
+        if expected[2]:
+            assert failures[0][2] == expected[2]
+        assert not any(f[0] == "nonfinite" for v in cross for f in failures)
+
+
+def test_a_missing_output_has_no_passing_bound_and_no_measured_worst(tmp_path, capsys):
+    """The candidate lacks the claim's only output: no value was measured, so the summary says
+    what failed instead of "worst 0 ... zero", and no "bound that would have held" is offered;
+    a candidate whose output is merely off keeps both."""
+    model = TINY_MODEL + "\n\ndef no_y(case):\n    return {'logits': reference(case)['logits']}\n"
+    modules = {"tiny.py": model, "tiny_cli.py": ""}
+    path = make_project(
+        tmp_path / "missing", TINY_SPEC.replace("tiny:candidate32", "tiny:no_y"), modules=modules
+    )
+    record(load_spec(path))
+    result = run_gate(load_spec(path))
+    verdict = next(v for v in result.verdicts if v.claim_id == "y-close")
+    assert not verdict.passed and verdict.observed is None
+    assert "bound_that_passes" not in verdict.evidence
+    assert main(["gate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "y-close  cand  0/2 cases  missing output  bound 1e-05" in out, out
+    assert "would have held" not in out and "worst 0" not in out
+    # the planted difference the other way: an output that is off keeps its measured worst and
+    # the bound that would have held
+    strict = make_project(
+        tmp_path / "off", TINY_SPEC.replace("bound = 1e-5", "bound = 1e-12"), modules=modules
+    )
+    record(load_spec(strict))
+    assert main(["gate", str(strict)]) == 1
+    out = capsys.readouterr().out
+    assert "would have held" in out and "missing output" not in out
+
+
+def test_the_summary_says_it_counts_claim_candidate_pairs_when_a_spec_has_two_candidates(
+    tmp_path, capsys
+):
+    two = TINY_SPEC + '\n[runners.cand64]\nrole = "candidate"\ncallable = "tiny:reference"\n'
+    path = _tiny(tmp_path, two.replace("bound = 1e-5", "bound = 1e-12"))
+    assert main(["gate", str(path)]) == 1
+    out = capsys.readouterr().out
+    # the float64 candidate holds the strict bound, the float32 one does not: one pair of two
+    assert "FAIL — 1/2 claim × candidate pairs (1 claim, 2 candidates) hold" in out, out
+    one = _tiny(tmp_path / "one", TINY_SPEC)
+    assert main(["gate", str(one)]) == 0
+    assert "PASS — 1/1 claims hold" in capsys.readouterr().out
+
+
+def test_a_cosine_claim_writes_its_values_as_distances_from_one(tmp_path, capsys):
+    """A cosine floor of 1 - 1e-15 printed with 4 digits reads "bound 1", which no value could
+    exceed: per-case lines write 1 - x; a NaN makes the cosine undefined, said in the header."""
+    cosine = TINY_SPEC.replace('metric = "max_abs"\nbound = 1e-5', 'metric = "cosine"\nbound = B')
+    strict = _tiny(tmp_path / "strict", cosine.replace("bound = B", "bound = 0.999999999999999"))
+    assert main(["gate", str(strict)]) == 1
+    out = capsys.readouterr().out
+    assert "bound 1-1e-15 short by 1.6e-15" in out and "bound of 1-2.6e-15 would have held" in out
+    assert " bound 1 " not in out and "short by 1-" not in out
+    model = TINY_MODEL + (
+        "\n\ndef with_nan(case):\n    out = candidate32(case)\n"
+        "    out['y'][0, 0] = np.nan\n    return out\n"
+    )
+    nan = make_project(
+        tmp_path / "nan",
+        cosine.replace("bound = B", "bound = 0.999").replace("tiny:candidate32", "tiny:with_nan"),
+        modules={"tiny.py": model, "tiny_cli.py": ""},
+    )
+    record(load_spec(nan))
+    assert main(["gate", str(nan)]) == 1
+    out = capsys.readouterr().out
+    assert "0/2 cases  cosine undefined  bound 0.001" in out, out
+    assert "cosine at y bound 1-0.001 (undefined: actual has NaN" in out
 
 
 def test_crashed_subprocess_runner_fails_with_its_stderr(tmp_path, capsys):

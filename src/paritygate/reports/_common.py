@@ -7,6 +7,7 @@ an earlier run re-renders from its file alone.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -111,6 +112,22 @@ def summary_counts(result: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def held_count(result: dict[str, Any]) -> tuple[int, int, str]:
+    """(held, total, what is counted): claims, or, where a spec gates several candidates, the
+    claim × candidate pairs (a claim holds for one candidate and may fail for another)."""
+    groups = claim_groups(result)
+    held = sum(1 for group in groups.values() if all(v.get("passed") for v in group))
+    candidates = {candidate for _, candidate in groups}
+    if len(candidates) > 1:
+        claims = {claim for claim, _ in groups}
+        plural = "" if len(claims) == 1 else "s"
+        what = (
+            f"claim × candidate pairs ({len(claims)} claim{plural}, {len(candidates)} candidates)"
+        )
+        return held, len(groups), what
+    return held, len(groups), "claims"
+
+
 def claim_groups(result: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Verdicts grouped by (claim id, candidate), in the order they first appear."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -120,20 +137,23 @@ def claim_groups(result: dict[str, Any]) -> dict[tuple[str, str], list[dict[str,
     return groups
 
 
-def failure_text(failure: dict[str, Any]) -> str:
-    """One failure in words: metric, where, observed, bound and by how much it was exceeded."""
+def failure_text(
+    failure: dict[str, Any], number: Any = fmt, over: str = "exceeded by", excess: Any = None
+) -> str:
+    """One failure in words: metric, where, observed, bound and by how much it missed (values
+    written by ``number``, the excess by ``excess`` or else ``number``; a ceiling's excess
+    introduced by ``over``)."""
     parts = [str(failure.get("metric", ""))]
     if failure.get("where"):
         parts.append(f"at {failure['where']}")
     if failure.get("observed") is not None:
-        parts.append(f"observed {fmt(failure['observed'])}")
+        parts.append(f"observed {number(failure['observed'])}")
     if failure.get("bound") is not None:
-        parts.append(f"bound {fmt(failure['bound'])}")
+        parts.append(f"bound {number(failure['bound'])}")
     if failure.get("excess") is not None:
-        parts.append(
-            f"{_excess_word(failure.get('observed'), failure.get('bound'), failure.get('metric'))} "
-            f"{fmt(failure['excess'])}"
-        )
+        word = excess_word(failure.get("observed"), failure.get("bound"), failure.get("metric"))
+        by = (excess or number)(failure["excess"])
+        parts.append(f"{over if word == 'exceeded by' else word} {by}")
     text = " ".join(p for p in parts if p)
     if failure.get("detail"):
         text += f" ({failure['detail']})"
@@ -150,18 +170,27 @@ def verdict_message(verdict: dict[str, Any]) -> str:
     text = f"{metric} observed {metric_value(metric, verdict.get('observed'))}{unit}"
     text += f", bound {metric_value(metric, verdict.get('bound'))}{unit}"
     if verdict.get("excess") is not None:
-        word = _excess_word(verdict.get("observed"), verdict.get("bound"), metric)
+        word = excess_word(verdict.get("observed"), verdict.get("bound"), metric)
         text += f", {word} {fmt(verdict.get('excess'))}"
     return text
 
 
-def _excess_word(observed: Any, bound: Any, metric: Any = None) -> str:
-    """A floor (cosine, accuracy, speedup) is fallen short of; a ceiling is exceeded. The
-    registry says which a metric is; an unregistered one is judged by its values."""
+# An activity band as approximation.ActivityBand.text writes it: "6..9", "0.5..inf".
+_BAND = re.compile(r"^(-?(?:inf|[\d.]+(?:e[-+]?\d+)?))\.\.(-?(?:inf|[\d.]+(?:e[-+]?\d+)?))$")
+
+
+def excess_word(observed: Any, bound: Any, metric: Any = None) -> str:
+    """How a value missed its bound: a band is missed "under by" or "exceeded by"; a floor
+    (cosine, accuracy, speedup) is fallen "short by"; a ceiling is "exceeded by". The registry
+    says which a metric is; an unregistered one is judged by its values."""
+    o = as_float(observed)
+    band = _BAND.match(bound) if isinstance(bound, str) else None
+    if band is not None and o is not None:
+        return "under by" if o < float(band.group(1)) else "exceeded by"
     direction = claim_metrics.direction_of(str(metric)) if metric is not None else None
     if direction is not None:
         return "short by" if direction == "min" else "exceeded by"
-    o, b = as_float(observed), as_float(bound)
+    b = as_float(bound)
     return "short by" if o is not None and b is not None and o < b else "exceeded by"
 
 

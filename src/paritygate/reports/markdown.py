@@ -8,6 +8,7 @@ from ._common import (
     case_label,
     failure_text,
     fmt,
+    held_count,
     speed_evidence,
     summary_counts,
     verdict_message,
@@ -132,10 +133,10 @@ def render_markdown(result: dict[str, Any], *, full_report: str = "report.html")
     if spec:
         lines.append(f"Spec `{spec}` · exit code {result.get('exit_code', '')}")
         lines.append("")
-    held = sum(1 for c in claims if c.passed)
+    held, total, what = held_count(result)
     lines.append(
-        f"{held} of {len(claims)} claims hold ({counts['passed']} of {counts['verdicts']} "
-        f"claim × case verdicts) · {len(claims) - held} violated · "
+        f"{held} of {total} {what} hold ({counts['passed']} of {counts['verdicts']} "
+        f"claim × case verdicts) · {total - held} violated · "
         f"{counts['not_evaluated']} not evaluated · {counts['drift']} drift · "
         f"{counts['errors']} errors"
     )

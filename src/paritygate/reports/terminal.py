@@ -24,7 +24,9 @@ from .._format import display_text
 from ._common import (
     as_float,
     case_label,
+    failure_text,
     fmt,
+    held_count,
     summary_counts,
     unit_of,
     verdict_message,
@@ -148,6 +150,12 @@ class ClaimSummary:
         if self.worst is None:
             return "no outputs" if self.no_outputs else ""
         observed = self.worst.get("observed")
+        if observed is None and self.worst.get("failures"):
+            # nothing was measured (a missing output, a shape mismatch): say what failed
+            kinds = dict.fromkeys(str(f.get("metric", "")) for f in self.worst["failures"])
+            return ", ".join(
+                f"{k} undefined" if k == self.metric else k.replace("_", " ") for k in kinds if k
+            )
         label = (
             f"1-{self.metric}"
             if self.metric in ONE_MINUS
@@ -339,9 +347,8 @@ def _all_cases(result: dict[str, Any], groups: list[RunErrorGroup]) -> int:
 def verdict_line(result: dict[str, Any]) -> str:
     """The run's verdict in one short line."""
     counts = summary_counts(result)
-    claims = claim_summaries(result)
-    held = sum(1 for c in claims if c.passed)
-    parts = [f"{held}/{len(claims)} claims hold"]
+    held, total, what = held_count(result)
+    parts = [f"{held}/{total} {what} hold"]
     if counts["verdicts"]:
         parts.append(f"{counts['verdicts']} verdicts")
     for name in ("not_evaluated", "drift", "errors"):
@@ -448,23 +455,19 @@ def _shorten_numbers(text: str) -> str:
     return _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.8g}", text)
 
 
-def _failure_text(failure: dict[str, Any]) -> str:
-    parts = [str(failure.get("metric", ""))]
-    if failure.get("where"):
-        parts.append(f"at {failure['where']}")
-    observed, bound = failure.get("observed"), failure.get("bound")
-    if observed is not None:
-        parts.append(f"observed {short(observed)}")
-    if bound is not None:
-        parts.append(f"bound {short(bound)}")
-    if failure.get("excess") is not None:
-        o, b = as_float(observed), as_float(bound)
-        word = "short by" if o is not None and b is not None and o < b else "over by"
-        parts.append(f"{word} {short(failure['excess'])}")
-    text = " ".join(p for p in parts if p)
-    if failure.get("detail"):
-        text += f" ({failure['detail']})"
-    return text
+def _number_for(metric: str) -> Any:
+    """How a failure's numbers are written: a value near 1 (cosine, a correlation) as its
+    distance from 1 ("1-1e-06"), which ``short`` alone would round to "1"."""
+    if metric not in ONE_MINUS:
+        return short
+
+    def near_one(value: Any) -> str:
+        number = as_float(value)
+        if number is None or not math.isfinite(number) or not 0 < number < 1:
+            return short(value)
+        return f"1-{short(1.0 - number)}"
+
+    return near_one
 
 
 def _verdict_text(verdict: dict[str, Any], limit: int = 2) -> str:
@@ -472,7 +475,10 @@ def _verdict_text(verdict: dict[str, Any], limit: int = 2) -> str:
     report)."""
     failures = verdict.get("failures") or []
     if failures:
-        text = "; ".join(_failure_text(f) for f in failures[:limit])
+        text = "; ".join(
+            failure_text(f, _number_for(str(f.get("metric"))), "over by", short)
+            for f in failures[:limit]
+        )
         if len(failures) > limit:
             text += f"; +{len(failures) - limit} more"
         return text
@@ -486,7 +492,8 @@ def _failure_lines(claim: ClaimSummary, width: int) -> list[str]:
         lines += wrap_lines(f"{label}: {_shorten_numbers(_verdict_text(v))}", width, INDENT)
         passes = (v.get("evidence") or {}).get("bound_that_passes")
         if passes is not None:
-            lines += wrap_lines(f"a bound of {short(passes)} would have held", width, INDENT + "  ")
+            value = _number_for(str(v.get("metric")))(passes)
+            lines += wrap_lines(f"a bound of {value} would have held", width, INDENT + "  ")
     rest = claim.failing[MAX_EXPANDED:]
     if rest:
         names = ", ".join(case_label(v) for v in rest[:8]) + (", …" if len(rest) > 8 else "")
