@@ -570,3 +570,27 @@ def test_an_unmutated_candidate_that_changes_an_outputs_shape_stops_with_case_an
         "4)" in err
     )
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_cosine_undefined_on_zero_outputs_is_said_undefined_not_minus_inf(tmp_path, capsys):
+    """Both sides all zeros: the cosine has no value (the gate fails such a case); the account
+    says "undefined" and why, where it printed -inf; a defined cosine is printed as a number."""
+    from spec_helpers import TINY_MODEL, TINY_SPEC
+
+    model = TINY_MODEL + (
+        "\n\ndef zero(case):\n    out = reference(case)\n"
+        "    out['y'] = np.zeros_like(out['y'])\n    return out\n"
+    )
+    spec = TINY_SPEC.replace('metric = "max_abs"\nbound = 1e-5', 'metric = "cosine"\nbound = 0.9')
+    for name, runner, undefined in (("zero", "zero", True), ("defined", "candidate32", False)):
+        text = spec.replace("tiny:candidate32", f"tiny:{runner}")
+        if undefined:
+            text = text.replace("tiny:reference", "tiny:zero")
+        path = make_project(tmp_path / name, text, modules={"tiny.py": model, "tiny_cli.py": ""})
+        assert main(["record", str(path), "--yes"]) == 0
+        main(["calibrate", str(path), "--claim", "y-close", "--min-cases", "2"])
+        out = capsys.readouterr().out
+        assert "-inf" not in out, out
+        row = next(line for line in out.splitlines() if line.startswith("cosine "))
+        assert ("undefined" in row) == undefined, row
+        assert ("cosine: undefined on 2 of 2 noise runs" in out) == undefined, out

@@ -163,19 +163,29 @@ class CalibrationResult:
             f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  "
             "gap",
         ]
+        undefined_notes = []
         for name, dist in self.by_metric.items():
             noise = [v for v in dist.noise if not math.isnan(v)]
+            # A metric undefined on a run (a cosine where a side has zero norm, or a NaN on one
+            # side) carries its worst value, which the gate fails: say so, not "-inf".
+            undefined = sum(1 for v in noise if math.isinf(v))
+            if undefined and claim_metrics.get(name).undefined_is_worst:
+                undefined_notes.append(
+                    f"{name}: undefined on {undefined} of {len(noise)} noise runs (a side with "
+                    "zero norm or a NaN): a claim on it fails there"
+                )
             cells = (
-                [_g(min(noise)), _g(float(np.median(noise))), _g(max(noise))]
+                [_shown(name, v) for v in (min(noise), float(np.median(noise)), max(noise))]
                 if noise
                 else ["-"] * 3
             )
-            bug = _g(dist.smallest_bug) if dist.smallest_bug is not None else "-"
+            bug = _shown(name, dist.smallest_bug) if dist.smallest_bug is not None else "-"
             where = f" ({dist.smallest_bug_mutation})" if dist.smallest_bug_mutation else ""
             gap = ("separated" if dist.separated else "NO GAP") if dist.gap is not None else "-"
             lines.append(
                 f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}"
             )
+        lines += undefined_notes
         lines.append("")
         lines.append(self.gap_line())
         lines.append("")
@@ -184,7 +194,11 @@ class CalibrationResult:
             caught = f", caught in {m.caught}/{m.cases} cases" if m.caught is not None else ""
             if m.caught_by:
                 caught += f" by the {m.caught_by}, not by the metric"
-            signal = _g(m.smallest_signal) if m.smallest_signal is not None else "not applicable"
+            signal = (
+                _shown(self.metric, m.smallest_signal)
+                if m.smallest_signal is not None
+                else "not applicable"
+            )
             lines.append(f"  {m.name:<24} {m.kind:<6} {signal:>12}  ({m.cases} cases{caught})")
             if m.structure_changed:
                 more = len(m.structure_changed) - 1
@@ -274,8 +288,9 @@ class CalibrationResult:
         if dist.gap is None or dist.largest_noise is None or dist.smallest_bug is None:
             return f"gap on {self.metric}: not measured (no noise or no bug signal)"
         head = (
-            f"gap on {self.metric}: largest noise {_g(dist.largest_noise)}, smallest bug "
-            f"{_g(dist.smallest_bug)} ({dist.smallest_bug_mutation})"
+            f"gap on {self.metric}: largest noise {_shown(self.metric, dist.largest_noise)}, "
+            f"smallest bug {_shown(self.metric, dist.smallest_bug)} "
+            f"({dist.smallest_bug_mutation})"
         )
         if not dist.separated:
             return f"{head}: NO GAP, the bug hides inside the noise"
@@ -333,6 +348,14 @@ class CalibrationResult:
         data["format"] = "paritygate-calibration"
         data["format_version"] = 1
         return data
+
+
+def _shown(metric: str, value: float) -> str:
+    """A value of ``metric`` in the account: its worst value, which stands for a metric the
+    comparison cannot define (a cosine where a side has zero norm), as "undefined"."""
+    if math.isinf(value) and claim_metrics.get(metric).undefined_is_worst:
+        return "undefined"
+    return _g(value)
 
 
 def _g(value: float | None) -> str:
