@@ -291,19 +291,23 @@ def _dispatch() -> dict[str, Any]:
             out["torch"] = torch.backends.cpu.get_cpu_capability()
         except Exception:  # an old torch without the query has nothing cheap to say
             pass
-    for var in (
-        "ATEN_CPU_CAPABILITY",
-        "DNNL_MAX_CPU_ISA",
-        "ONEDNN_MAX_CPU_ISA",
-        "MKL_ENABLE_INSTRUCTIONS",
-        "MKL_CBWR",
-        "NPY_DISABLE_CPU_FEATURES",
-        "OPENBLAS_CORETYPE",
-    ):
+    for var in DISPATCH_VARIABLES:
         if var in os.environ:
             out[var] = os.environ[var]
     return out
 
+
+# Environment variables that force a framework's CPU kernels to another instruction set (and so
+# may change rounding): recorded when set.
+DISPATCH_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "DNNL_MAX_CPU_ISA",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+    "NPY_DISABLE_CPU_FEATURES",
+    "OPENBLAS_CORETYPE",
+)
 
 _CPU: dict[str, Any] | None = None
 

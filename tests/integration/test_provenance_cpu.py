@@ -104,7 +104,11 @@ INTEL_FACTS = {
 
 def _recorded_on(tmp_path, monkeypatch, facts: dict | None, model: str | None = None):
     """A project whose reference says it was recorded on ``facts`` (None: no CPU fields, as
-    references written before CPU provenance), verified on a machine faked as the other."""
+    references written before CPU provenance), verified on a machine faked as the other. The
+    machine's own dispatch variables (a CI image may set OPENBLAS_CORETYPE) are unset: the
+    tests that force one set it themselves."""
+    for var in provenance.DISPATCH_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
     path = make_project(tmp_path)
     record(load_spec(path))
     manifest_path = tmp_path / "references" / "manifest.json"
