@@ -87,8 +87,11 @@ def default_reports(spec_path: Path) -> str:
 #   6  generated (seeded) cases: ``[cases.x] generate = { shape, dtype, distribution, seed, ... }``
 #      (or ``generator = "module:function"``) with ``sha256`` pinning the generated file, and
 #      ``sweep = { axis, values }`` for one case per length (``x.1``, ``x.2``; ``sha256`` is then
-#      a list, one pin per value); see :mod:`paritygate.seeded`. Migration: none; formats 1-5
-#      load as before; a spec with a generated case sets format_version = 6.
+#      a list, one pin per value); see :mod:`paritygate.seeded`. And ``[locate]`` (``map``:
+#      name rules from the candidate's module tree to the reference's; ``noise_from``: a runner
+#      for calibrated per-layer bounds), read by :mod:`paritygate.locate`. Migration: none;
+#      formats 1-5 load as before; a spec with a generated case or [locate] sets
+#      format_version = 6.
 SPEC_FORMAT_VERSION = 6
 READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6)
 
@@ -576,7 +579,8 @@ class _Validator:
             data,
             "",
             # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md),
-            # [benchmarks] by paritygate.bench (docs/bench.md)
+            # [benchmarks] by paritygate.bench (docs/bench.md), [locate] by paritygate.locate
+            # (docs/locate.md)
             (
                 "format_version",
                 "name",
@@ -591,6 +595,7 @@ class _Validator:
                 "bootstrap",
                 "waived",
                 "benchmarks",
+                "locate",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
@@ -604,6 +609,8 @@ class _Validator:
             )
         if "benchmarks" in data and isinstance(version, int) and version < 5:
             raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
+        if "locate" in data and isinstance(version, int) and version < 6:
+            raise self.error("locate", "[locate] needs format_version = 6")
         if "waived" in data and version < 2:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
