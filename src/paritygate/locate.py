@@ -205,8 +205,6 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
         )
     try:
         compiled = re.compile(data["from"])
-        compiled.fullmatch("")
-        re.sub(data["from"], data["to"], "")  # the replacement's group references
     except re.error as exc:
         raise InputError(f"name rule {data['from']!r}: not a regular expression: {exc}") from None
     groups = [int(g) for g in re.findall(r"\\(\d+)", data["to"])]
@@ -215,6 +213,10 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
             f"name rule {data['from']!r} -> {data['to']!r}: refers to group {max(groups)}, the "
             f"pattern has {compiled.groups}"
         )
+    try:
+        compiled.sub(data["to"], "")  # the replacement's escapes and group references
+    except re.error as exc:
+        raise InputError(f"name rule {data['to']!r}: not a valid replacement: {exc}") from None
     layout = {}
     for key in ("transpose", "reshape"):
         if key in data:
