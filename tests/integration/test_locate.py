@@ -425,3 +425,22 @@ def test_spec_locate_table_rules_and_noise_runner(project, capsys):
     path = project('\n[locate]\nmap = ["a( -> b"]\n')
     assert main(["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "good"]) == 2
     assert "locate.map[0]: name rule 'a(': not a regular expression" in capsys.readouterr().err
+
+
+def test_a_failing_gate_names_the_command_that_locates_it(project, capsys, monkeypatch, tmp_path):
+    import shlex
+
+    path = project()
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["gate", str(path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    command = "paritygate locate parity.toml --claim y --case one --candidate bad"
+    assert f"where: {command}" in out
+    assert "--candidate good" not in out  # holding claims get no hint
+    summary = (tmp_path / "parity-reports" / "parity" / "summary.md").read_text()
+    assert f"where it parts: `{command}`" in summary
+    # the named command runs, and locates the planted bug
+    assert main(shlex.split(command)[1:]) == 1
+    assert "first divergence at b#0" in capsys.readouterr().out
