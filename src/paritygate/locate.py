@@ -622,6 +622,8 @@ class _Matcher:
             ref.matched = True
             self.pairs.append(_pair(ref, cand.name, cand.array, "order", confidence, self.judge))
             cand.matched = True
+            if not self.keep:
+                ref.array = _Released(ref.array.shape)
         self.unmatched.extend(f"{c.name}#{c.call}" for c in self.pending if not c.matched)
         self.pending = []
 
@@ -883,8 +885,9 @@ def format_location(location: Location, *, rows: int = 30, every: bool = False) 
         closest = sorted(pairs, key=lambda p: p.judged / p.bound if p.bound else 0)[-rows:]
         shown = sorted(closest, key=lambda p: p.position)
     width = max((len(p.label) for p in shown), default=10)
+    subject = f"locate {location.claim} on {location.case}" if location.claim else "locate"
     lines = [
-        f"locate {location.claim} on {location.case}: {location.reference_runner} (reference) vs "
+        f"{subject}: {location.reference_runner} (reference) vs "
         f"{location.candidate_runner}; per-layer bound: {location.bound_method} "
         f"({location.judged})",
         f"{'#':>5}  {'activation':<{width}}  {'max-abs':>9}  {'rel':>9}  {'cosine':>10}  "
