@@ -71,6 +71,7 @@ __all__ = [
     "locate_settings",
     "format_location",
     "write_plot",
+    "write_html",
 ]
 
 MARGIN = 2.0
@@ -917,6 +918,59 @@ def format_location(location: Location, *, rows: int = 30, every: bool = False) 
 def write_plot(location: Location, path: str | Path) -> Path:
     """A PNG of the per-layer error against the per-layer bound in execution order, on a linear
     and a log axis (matplotlib, imported here only)."""
+    path = Path(path)
+    path.write_bytes(_plot_png(location))
+    return path
+
+
+def write_html(location: Location, path: str | Path) -> Path:
+    """A static HTML page: the verdict, the plot (linear and log, embedded as base64 PNG) and a
+    row for every matched pair, the first divergence marked; the unmatched activations."""
+    import base64
+    import html
+
+    from .files import atomic_write_text
+
+    image = base64.b64encode(_plot_png(location)).decode("ascii")
+    first = location.first
+    rows = []
+    for p in location.pairs:
+        style = ' style="background:#fdd"' if p is first else ""
+        cosine = "-" if p.cosine is None else f"{p.cosine:.8f}"
+        rows.append(
+            f"<tr{style}><td>{p.position}</td><td>{html.escape(p.label)}</td>"
+            f"<td>{html.escape(p.candidate)}</td><td>{p.max_abs:.3g}</td><td>{p.rel:.3g}</td>"
+            f"<td>{cosine}</td><td>{p.bound:.3g}</td><td>{p.how} {p.confidence:g}</td>"
+            f"<td>{'past bound' if p.diverged else ''}</td></tr>"
+        )
+    unmatched = "".join(
+        f"<p>Unmatched in the {side}: {html.escape(', '.join(names))}</p>"
+        for side, names in (
+            ("reference", location.unmatched_reference),
+            ("candidate", location.unmatched_candidate),
+        )
+        if names
+    )
+    title = html.escape(f"locate {location.claim} on {location.case}".strip())
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}"
+        "td:nth-child(2),td:nth-child(3){text-align:left}</style></head><body>"
+        f"<h1>{title}</h1><p>{html.escape(location.reference_runner)} (reference) vs "
+        f"{html.escape(location.candidate_runner)}; per-layer bound: {location.bound_method} "
+        f"({location.judged})</p><p><b>{html.escape(location.message)}</b></p>"
+        f'<img alt="per-layer error" src="data:image/png;base64,{image}">'
+        "<table><tr><th>#</th><th>activation</th><th>candidate</th><th>max-abs</th><th>rel</th>"
+        "<th>cosine</th><th>bound</th><th>match</th><th></th></tr>"
+        + "".join(rows)
+        + f"</table>{unmatched}</body></html>\n"
+    )
+    return atomic_write_text(Path(path), page)
+
+
+def _plot_png(location: Location) -> bytes:
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -943,7 +997,7 @@ def write_plot(location: Location, path: str | Path) -> Path:
     )
     axes[1].set_xlabel("activation (reference execution order)")
     figure.tight_layout()
-    path = Path(path)
-    figure.savefig(path, dpi=100)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
-    return path
+    return buffer.getvalue()

@@ -390,6 +390,8 @@ def test_cli_locates_a_planted_bug_and_passes_the_good_candidate(project, capsys
             str(tmp_path / "where.json"),
             "--plot",
             str(tmp_path / "where.png"),
+            "--html",
+            str(tmp_path / "where.html"),
         ]
     )
     assert code == 1
@@ -400,6 +402,9 @@ def test_cli_locates_a_planted_bug_and_passes_the_good_candidate(project, capsys
     data = json.loads((tmp_path / "where.json").read_text())
     assert data["first"]["reference"] == "b" and data["passed"] is False
     assert (tmp_path / "where.png").stat().st_size > 1000
+    page = (tmp_path / "where.html").read_text()
+    assert "data:image/png;base64," in page and "first divergence at b#0" in page
+    assert page.count("<tr") == 1 + len(data["pairs"]) and 'style="background:#fdd"' in page
 
 
 def test_cli_bad_input_is_one_line_exit_2(project, capsys):

@@ -46,6 +46,13 @@ __all__ = ["locate_command"]
     help="Write the result as JSON here.",
 )
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write an HTML page here: the plot (linear and log) and a row for every pair.",
+)
+@click.option(
     "--plot",
     "plot_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -61,6 +68,7 @@ def locate_command(
     noise_from: str | None,
     every: bool,
     json_path: Path | None,
+    html_path: Path | None,
     plot_path: Path | None,
 ) -> int:
     """Run the claim's reference and candidate on CASE with every module's output captured,
@@ -69,7 +77,7 @@ def locate_command(
     Exit codes: 0 no layer past its bound, 1 a divergence located, 2 usage, spec or input error.
     """
     from ..files import atomic_write_text
-    from ..locate import format_location, locate, write_plot
+    from ..locate import format_location, locate, write_html, write_plot
 
     location = locate(
         spec_path, claim, case, candidate=candidate, rules=rules, noise_from=noise_from
@@ -77,6 +85,8 @@ def locate_command(
     click.echo(format_location(location, every=every))
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(location.to_dict(), indent=1) + "\n")
+    if html_path is not None:
+        click.echo(f"report: {write_html(location, html_path)}")
     if plot_path is not None:
         click.echo(f"plot: {write_plot(location, plot_path)}")
     return 0 if location else 1
