@@ -804,8 +804,14 @@ class _Validator:
         digest = hashlib.sha256(data).hexdigest()
         path = self.root / GENERATED_FOLDER / f"{name}{suffix}"
         if not (path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, data)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(path, data)
+            except OSError as exc:
+                raise self.error(
+                    f"{key}.generate",
+                    f"cannot write the generated input to {path}: {exc.strerror or exc}",
+                ) from None
         if pin is None:
             if not swept:
                 raise self.error(

@@ -297,3 +297,12 @@ def test_sweep_on_a_file_case_is_refused(tmp_path):
     )
     with pytest.raises(SpecError, match="a sweep needs a generated case"):
         load_spec(path)
+
+
+def test_an_unwritable_generated_folder_is_one_spec_error(tmp_path, capsys):
+    path = _project(tmp_path)
+    (tmp_path / ".paritygate").write_text("a file where the folder goes")
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "cases.x.generate: cannot write the generated input to" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
