@@ -13,10 +13,12 @@ generator (``np.random.PCG64(seed).random_raw(n)``), never from numpy's distribu
   ``z1 = sqrt(-2 ln u1) cos(2 pi u2)``, ``z2 = sqrt(-2 ln u1) sin(2 pi u2)`` (interleaved, the
   last one dropped for an odd count), ``x = mean + std * z`` in float64 with Python's ``math``
   (the platform's C library; never numpy's vectorized transcendental functions, which differ
-  between CPUs), then rounded to the dtype;
+  between CPUs), then rounded to the dtype (at most 2**22 elements: they are computed one by
+  one);
 - ``integers`` (``low`` default 0, ``high`` required, exclusive): ``x = low + ((r * (high - low))
   >> 64)`` in exact integer arithmetic (Lemire's multiply-shift without rejection: a bias below
-  ``(high - low) / 2**64``), cast to an integer dtype that holds every value.
+  ``(high - low) / 2**64``; computed from 32-bit limbs, exactly), in an integer dtype that holds
+  every value.
 
 A custom ``generator = "module:function"`` is called as ``function(shape=..., dtype=...,
 seed=..., **params)`` and returns an array (or a dict of arrays).
@@ -57,6 +59,7 @@ GENERATED_FOLDER = ".paritygate/cases"
 _FLOATS = ("float16", "float32", "float64", "bfloat16")
 _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _MAX_ELEMENTS = 1 << 26
+_MAX_NORMAL = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -110,11 +113,27 @@ def generate(generation: Generation, *, root: Path | None = None) -> Any:
         values = np.array(out[:n], dtype=np.float64)
     else:
         low, high = int(p.get("low", 0)), int(p["high"])
-        span = high - low
-        values = np.array(
-            [low + ((int(r) * span) >> 64) for r in bits.random_raw(n)], dtype=np.int64
-        )
+        offsets = _mulhi(bits.random_raw(n).astype(np.uint64), high - low)
+        # low + offset in wrapping 64-bit arithmetic: exact, as the sum fits the dtype
+        total = offsets + np.uint64(low % 2**64)
+        dtype = _np_dtype(generation.dtype)
+        values = total.view(np.int64) if dtype.kind == "i" else total
     return values.astype(_np_dtype(generation.dtype)).reshape(generation.shape)
+
+
+def _mulhi(a: Any, b: int) -> Any:
+    """``(a * b) >> 64`` for uint64 ``a`` and an integer ``0 < b <= 2**64``, exactly, from 32-bit
+    limbs (numpy has no 128-bit product)."""
+    import numpy as np
+
+    if b == 2**64:
+        return a.copy()
+    mask = np.uint64(0xFFFFFFFF)
+    a_lo, a_hi = a & mask, a >> np.uint64(32)
+    b_lo, b_hi = np.uint64(b & 0xFFFFFFFF), np.uint64(b >> 32)
+    hi_lo = a_hi * b_lo
+    cross = ((a_lo * b_lo) >> np.uint64(32)) + (hi_lo & mask) + a_lo * b_hi
+    return a_hi * b_hi + (hi_lo >> np.uint64(32)) + (cross >> np.uint64(32))
 
 
 def _np_dtype(name: str) -> Any:
@@ -193,6 +212,13 @@ def check_declaration(data: Mapping[str, Any]) -> tuple[Generation | None, str |
         return None, "shape", f"expected a list of non-negative integers, got {shape!r}"
     if math.prod(shape) > _MAX_ELEMENTS:
         return None, "shape", f"{math.prod(shape)} elements; a generated case holds at most 2**26"
+    if data.get("distribution") == "normal" and math.prod(shape) > _MAX_NORMAL:
+        return (
+            None,
+            "shape",
+            f"{math.prod(shape)} elements; a normal case holds at most 2**22 (its values are "
+            "computed one by one with the C library, for values that do not depend on the CPU)",
+        )
     seed = data.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         return None, "seed", f"expected a non-negative integer, got {seed!r}"

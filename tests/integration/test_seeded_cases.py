@@ -115,6 +115,22 @@ def test_integers_are_a_multiply_shift_reduction():
     assert set(out.tolist()) == set(range(-3, 10))
 
 
+@pytest.mark.parametrize(
+    "dtype, low, high",
+    [
+        ("uint64", 0, 2**64),
+        ("int64", -(2**63), 2**63),
+        ("uint64", 5, 2**63 + 12345),
+        ("int8", -128, 128),
+    ],
+)
+def test_integers_reach_the_whole_range_of_64_bit_dtypes(dtype, low, high):
+    raw = np.random.PCG64(9).random_raw(500)
+    out = generate(Generation((500,), dtype, "integers", 9, {"low": low, "high": high}))
+    assert out.dtype == np.dtype(dtype)
+    assert [int(v) for v in out] == [low + ((int(r) * (high - low)) >> 64) for r in raw]
+
+
 def test_generated_bytes_are_pinned_constants():
     """The generated files' sha256 are constants: a change of formula, of the npy header or of
     numpy's PCG64 would change them (and every spec pinning them would report drift)."""
