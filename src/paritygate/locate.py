@@ -52,7 +52,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +127,19 @@ class Location:
         return next((p for p in self.pairs if p.diverged), None)
 
     def __bool__(self) -> bool:
-        return self.first is None
+        # nothing matched proves nothing: a locate that compared no pair does not pass
+        return bool(self.pairs) and self.first is None
 
     @property
     def message(self) -> str:
         first = self.first
+        if not self.pairs:
+            return (
+                "nothing compared: no activation of the candidate matched one of the "
+                f"reference's ({len(self.unmatched_reference)} reference and "
+                f"{len(self.unmatched_candidate)} candidate activations unmatched); map the "
+                "candidate's module names to the reference's with name rules"
+            )
         if first is None:
             worst = max(
                 self.pairs, key=lambda p: p.judged / p.bound if p.bound else 0, default=None
@@ -154,9 +162,13 @@ class Location:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Plain JSON data (non-finite numbers as "inf" / "nan", as in gate results); the kept
+        activations are left out."""
+        from .results import to_jsonable
+
+        data = to_jsonable(self)
         data.pop("activations")
-        data["first"] = asdict(self.first) if self.first else None
+        data["first"] = to_jsonable(self.first) if self.first else None
         data["message"] = self.message
         data["passed"] = bool(self)
         return data

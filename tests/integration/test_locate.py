@@ -449,3 +449,21 @@ def test_a_failing_gate_names_the_command_that_locates_it(project, capsys, monke
     # the named command runs, and locates the planted bug
     assert main(shlex.split(command)[1:]) == 1
     assert "first divergence at b#0" in capsys.readouterr().out
+
+
+def test_nothing_matched_does_not_pass(pair):
+    net, x = pair
+
+    class Other(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.only = torch.nn.Linear(8, 5)
+
+        def forward(self, x):
+            return self.only(x)
+
+    other = Other()
+    found = locate_models(_torch_run(net, x), net, _torch_run(other, x), other, bound=1e-5)
+    assert found.pairs == [] and not found
+    assert found.message.startswith("nothing compared: no activation of the candidate matched")
+    assert found.unmatched_candidate == ["only#0", "(root)#0"]
