@@ -763,6 +763,9 @@ class _Validator:
         for i, length in enumerate(values):
             shape = list(generation.shape)
             shape[axis] = length
+            checked, bad, message = check_declaration({**declared, "shape": shape})
+            if checked is None:
+                raise self.error(f"{key}.sweep.values", f"length {length}: {message}")
             one = dataclasses.replace(generation, shape=tuple(shape))
             pin = pins[i] if pins is not None else None
             found.append(

@@ -322,3 +322,10 @@ def test_an_unwritable_generated_folder_is_one_spec_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cases.x.generate: cannot write the generated input to" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_sweep_past_the_size_limit_names_the_length(tmp_path):
+    path = _project(tmp_path)
+    path.write_text(path.read_text().replace("values = [1, 2, 5]", "values = [1, 2, 99999999]"))
+    with pytest.raises(SpecError, match=r"cases.len.sweep.values: length 99999999: 799999992 "):
+        load_spec(path)
