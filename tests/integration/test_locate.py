@@ -198,6 +198,7 @@ def test_torch_hooks_are_removed(pair):
     assert all(len(m._forward_hooks) == 0 for m in net.modules())
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 def test_torchscript_is_refused_with_what_to_pass_instead(pair):
     net, x = pair
     scripted = torch.jit.trace(net, torch.from_numpy(x))
