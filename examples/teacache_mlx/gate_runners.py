@@ -72,6 +72,11 @@ def vanilla(case: Any) -> dict[str, Any]:
     return _outputs(shared_pipeline().sample(*case_inputs(case)))
 
 
+# The model each in-process runner runs, for `paritygate locate` (docs/locate.md): a function
+# returning it, so that the model is loaded on first use.
+vanilla.model = shared_model
+
+
 def vanilla_compiled(case: Any) -> dict[str, Any]:
     """The MLX pipeline with ``mx.compile``-d predict."""
     return _outputs(shared_pipeline(compiled=True).sample(*case_inputs(case)))
@@ -125,6 +130,9 @@ def torch_twin(case: Any) -> dict[str, Any]:
     from torch_twin import sample_torch
 
     return _outputs(sample_torch(_torch_model(), *case_inputs(case)))
+
+
+torch_twin.model = _torch_model
 
 
 def torch_twin_block_scaled(case: Any, index: int = 3, factor: float = 1.01) -> dict[str, Any]:

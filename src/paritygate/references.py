@@ -254,9 +254,7 @@ def case_input_drift(case: Case, reference: Reference | None) -> list[DriftItem]
         observed = sha256_file(case.path)
         if observed != case.sha256:
             drift.append(
-                DriftItem(
-                    "case-input", case.name, case.sha256, observed, "input differs from its pin"
-                )
+                DriftItem("case-input", case.name, case.sha256, observed, case.pin_mismatch)
             )
     if reference is not None:
         recorded = reference.cases.get(case.name)

@@ -27,7 +27,8 @@ from . import claim_metrics
 from ._dtypes import ML_DTYPES_NAMES
 from .approximation import ActivityBand
 from .errors import SpecError
-from .files import atomic_write_text, check_nesting, load_case, read_text
+from .files import atomic_write_bytes, atomic_write_text, check_nesting, load_case, read_text
+from .seeded import GENERATED_FOLDER, Generation
 
 __all__ = [
     "SPEC_FORMAT_VERSION",
@@ -83,8 +84,16 @@ def default_reports(spec_path: Path) -> str:
 #      speed-claim params ``budget`` (seconds) and ``threshold``. Migration: none; formats 1-4
 #      load as before (speed claims of formats 1-4 may already name budget and threshold); a
 #      spec with ``[benchmarks]`` sets format_version = 5.
-SPEC_FORMAT_VERSION = 5
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5)
+#   6  generated (seeded) cases: ``[cases.x] generate = { shape, dtype, distribution, seed, ... }``
+#      (or ``generator = "module:function"``) with ``sha256`` pinning the generated file, and
+#      ``sweep = { axis, values }`` for one case per length (``x.1``, ``x.2``; ``sha256`` is then
+#      a list, one pin per value); see :mod:`paritygate.seeded`. And ``[locate]`` (``map``:
+#      name rules from the candidate's module tree to the reference's; ``noise_from``: a runner
+#      for calibrated per-layer bounds), read by :mod:`paritygate.locate`. Migration: none;
+#      formats 1-5 load as before; a spec with a generated case or [locate] sets
+#      format_version = 6.
+SPEC_FORMAT_VERSION = 6
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.
@@ -150,13 +159,25 @@ class Case:
     """One canonical input, pinned by sha256. ``labels`` feed dataset-level claims."""
 
     name: str
-    path: Path  # absolute
+    path: Path  # absolute (a generated case: the file its input was written to)
     sha256: str
     labels: dict[str, Any] = field(default_factory=dict)
+    # A generated case's declaration (format 6, :mod:`paritygate.seeded`); None for a file.
+    generated: Generation | None = None
 
     @property
     def label(self) -> Any:
         return self.labels.get("label")
+
+    @property
+    def pin_mismatch(self) -> str:
+        """Why the input's sha256 differs from its pin, in words for a drift report."""
+        if self.generated is None:
+            return "input differs from its pin"
+        return (
+            f"generated input ({self.generated.describe()}) differs from its pin: the generator, "
+            "its seed or the declaration changed; check the change, then pin the new sha256"
+        )
 
     def load(self) -> Any:
         """The case's inputs: a dict of arrays (npz / safetensors), an array (npy), parsed JSON,
@@ -558,7 +579,8 @@ class _Validator:
             data,
             "",
             # [bootstrap] is read and validated by paritygate.bootstrap (docs/bootstrap.md),
-            # [benchmarks] by paritygate.bench (docs/bench.md)
+            # [benchmarks] by paritygate.bench (docs/bench.md), [locate] by paritygate.locate
+            # (docs/locate.md)
             (
                 "format_version",
                 "name",
@@ -573,6 +595,7 @@ class _Validator:
                 "bootstrap",
                 "waived",
                 "benchmarks",
+                "locate",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
@@ -586,6 +609,8 @@ class _Validator:
             )
         if "benchmarks" in data and isinstance(version, int) and version < 5:
             raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
+        if "locate" in data and isinstance(version, int) and version < 6:
+            raise self.error("locate", "[locate] needs format_version = 6")
         if "waived" in data and version < 2:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
@@ -600,7 +625,12 @@ class _Validator:
         cases_table = self.table_of(data["cases"], "cases")
         if not cases_table:
             raise self.error("cases", "expected at least one case")
-        cases = {case_name: self.case(case_name, value) for case_name, value in cases_table.items()}
+        cases: dict[str, Case] = {}
+        for case_name, value in cases_table.items():
+            for case in self.cases(case_name, value):
+                if case.name in cases:
+                    raise self.error(f"cases.{case_name}", f"case {case.name!r} is declared twice")
+                cases[case.name] = case
         runners_table = self.table_of(data["runners"], "runners")
         runners = {rn: self.runner(rn, value, outputs) for rn, value in runners_table.items()}
         self.check_runners(runners)
@@ -679,10 +709,132 @@ class _Validator:
             )
         return HardwareClass(name, {k: self.string(data, key, k) for k in data})
 
+    def cases(self, name: str, value: Any) -> list[Case]:
+        """A ``[cases.NAME]`` table: one case from a file, or one generated case per sweep value
+        (format 6)."""
+        key = f"cases.{name}"
+        data = self.table_of(value, key)
+        if "generate" not in data:
+            return [self.case(name, value)]
+        self.name_ok(name, key)
+        if self.version < 6:
+            raise self.error(f"{key}.generate", "generated cases need format_version = 6")
+        self.keys(data, key, ("generate", "sweep", "sha256", "label", "labels"))
+        from .seeded import check_declaration
+
+        declared = self.table_of(data["generate"], f"{key}.generate")
+        generation, bad, message = check_declaration(declared)
+        if generation is None:
+            raise self.error(f"{key}.generate.{bad}", message)
+        labels = dict(self.table_of(data.get("labels", {}), f"{key}.labels"))
+        if "label" in data:
+            labels["label"] = data["label"]
+        if "sweep" not in data:
+            return [
+                self.generated(name, key, generation, data.get("sha256"), f"{key}.sha256", labels)
+            ]
+        sweep = self.table_of(data["sweep"], f"{key}.sweep")
+        self.keys(sweep, f"{key}.sweep", ("axis", "values"), required=("axis", "values"))
+        axis, values = sweep["axis"], sweep["values"]
+        rank = len(generation.shape)
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+            raise self.error(
+                f"{key}.sweep.axis", f"expected an axis of the shape {list(generation.shape)}"
+            )
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+            or len(set(values)) != len(values)
+        ):
+            raise self.error(
+                f"{key}.sweep.values", f"expected distinct non-negative lengths, got {values!r}"
+            )
+        pins = data.get("sha256")
+        if pins is not None and (not isinstance(pins, list) or len(pins) != len(values)):
+            raise self.error(
+                f"{key}.sha256",
+                f"a sweep pins each case: expected a list of {len(values)} sha256 strings, "
+                "in the order of sweep.values",
+            )
+        import dataclasses
+
+        found = []
+        for i, length in enumerate(values):
+            shape = list(generation.shape)
+            shape[axis] = length
+            checked, bad, message = check_declaration({**declared, "shape": shape})
+            if checked is None:
+                raise self.error(f"{key}.sweep.values", f"length {length}: {message}")
+            one = dataclasses.replace(generation, shape=tuple(shape))
+            pin = pins[i] if pins is not None else None
+            found.append(
+                self.generated(
+                    f"{name}.{length}", key, one, pin, f"{key}.sha256[{i}]", labels, swept=True
+                )
+            )
+        if pins is None:
+            listed = ", ".join(f'"{c.sha256}"' for c in found)
+            raise self.error(
+                f"{key}.sha256",
+                f"required key is missing; the generated inputs have sha256 = [{listed}] "
+                "(check them first)",
+            )
+        return found
+
+    def generated(
+        self,
+        name: str,
+        key: str,
+        generation: Generation,
+        pin: Any,
+        pin_key: str,
+        labels: dict[str, Any],
+        swept: bool = False,
+    ) -> Case:
+        """A generated case: its input made and written under ``.paritygate/cases/`` (only when
+        the bytes changed), checked against its pin by the drift checks like any case file."""
+        import hashlib
+
+        from .seeded import generate, input_bytes
+
+        try:
+            data, suffix = input_bytes(generate(generation, root=self.root))
+        except Exception as exc:  # a custom generator's failure, reported in one line
+            raise self.error(
+                f"{key}.generate", f"the generator failed: {type(exc).__name__}: {exc}"
+            ) from None
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.root / GENERATED_FOLDER / f"{name}{suffix}"
+        if not (path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(path, data)
+            except OSError as exc:
+                raise self.error(
+                    f"{key}.generate",
+                    f"cannot write the generated input to {path}: {exc.strerror or exc}",
+                ) from None
+        if pin is None:
+            if not swept:
+                raise self.error(
+                    pin_key,
+                    f'required key is missing; the generated input has sha256 = "{digest}" '
+                    "(check it first)",
+                )
+            pin = digest  # a sweep without pins: the caller refuses with every pin listed
+        if not isinstance(pin, str) or not _HEX64.match(pin):
+            raise self.error(
+                pin_key, "expected 64 lowercase hex digits (the generated file's sha256)"
+            )
+        return Case(name, path, pin, labels, generation)
+
     def case(self, name: str, value: Any) -> Case:
         key = f"cases.{name}"
         self.name_ok(name, key)
         data = self.table_of(value, key)
+        if "sweep" in data:
+            raise self.error(f"{key}.sweep", "a sweep needs a generated case (generate = ...)")
         self.keys(data, key, ("path", "sha256", "label", "labels"), required=("path",))
         path = self.inside(data["path"], f"{key}.path")
         if path.exists() and not path.is_file():

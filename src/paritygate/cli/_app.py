@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "init": "onboard:init_command",
     "cases": "onboard:cases_group",
     "quick": "onboard:quick_command",
+    "locate": "locate:locate_command",
 }
 
 

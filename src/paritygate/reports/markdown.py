@@ -88,7 +88,11 @@ def _cases_cell(claim: ClaimSummary) -> str:
     return f"{total - failed}/{total} passed" + (f", {failed} failed" if failed else "")
 
 
-def _violations(claims: list[ClaimSummary], full_report: str) -> list[str]:
+def _violations(
+    claims: list[ClaimSummary], full_report: str, result: dict[str, Any] | None = None
+) -> list[str]:
+    from .terminal import locate_hint
+
     failing = [c for c in claims if not c.passed]
     if not failing:
         return []
@@ -110,6 +114,9 @@ def _violations(claims: list[ClaimSummary], full_report: str) -> list[str]:
             lines.append(
                 f"  - no outputs on {len(c.no_outputs)} case(s): the runner failed (see Errors)"
             )
+        hint = locate_hint(result or {}, c, claims)
+        if hint:
+            lines.append(f"  - where it parts: `{hint}`")
     lines += [
         "",
         f"Every case and every failure: [{full_report}]({full_report}) and `result.json`, "
@@ -165,7 +172,7 @@ def render_markdown(result: dict[str, Any], *, full_report: str = "report.html")
             )
         lines.append("")
 
-    lines += _violations(claims, full_report)
+    lines += _violations(claims, full_report, result)
 
     not_evaluated = result.get("not_evaluated") or []
     if not_evaluated:

@@ -17,6 +17,7 @@ import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import claim_metrics
@@ -509,6 +510,26 @@ def _failure_lines(claim: ClaimSummary, width: int) -> list[str]:
     return lines
 
 
+def locate_hint(result: dict[str, Any], claim: ClaimSummary, claims: list[ClaimSummary]) -> str:
+    """The command that locates where a failing per-case claim's first failing case parts
+    (``paritygate locate SPEC --claim ID --case CASE``); empty for dataset and speed claims."""
+    from ..locate import locate_command_line
+
+    case = next((v.get("case") for v in claim.failing if v.get("case") is not None), None)
+    spec = result.get("spec")
+    if claim.passed or case is None or not spec or claim.metric == "speedup":
+        return ""
+    path = Path(str(spec))
+    try:
+        path = path.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    command = locate_command_line(path, claim.claim_id, str(case))
+    if sum(1 for c in claims if c.claim_id == claim.claim_id) > 1:
+        command += f" --candidate {claim.candidate}"
+    return command
+
+
 def _case_rows(claim: ClaimSummary, width: int) -> list[str]:
     lines = []
     for v in claim.verdicts:
@@ -578,6 +599,9 @@ def render_lines(
             out.append((line, style if i == 0 else ""))
         if not claim.passed:
             out += [(line, "") for line in _failure_lines(claim, width)]
+            hint = locate_hint(result, claim, claims)
+            if hint:
+                out += [(line, "") for line in wrap_lines(f"where: {hint}", width, INDENT)]
         if verbose:
             out += [(line, "dim") for line in _case_rows(claim, width)]
     for item in result.get("not_evaluated") or []:

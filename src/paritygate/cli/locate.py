@@ -1,0 +1,92 @@
+"""``paritygate locate SPEC --claim ID --case CASE``: where inside the model the reference and a
+candidate part (docs/locate.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["locate_command"]
+
+
+@click.command("locate")
+@click.argument(
+    "spec_path", metavar="SPEC", required=False, default=".", type=click.Path(path_type=Path)
+)
+@click.option("--claim", required=True, metavar="ID", help="The claim that fails.")
+@click.option("--case", required=True, metavar="NAME", help="The case it fails on.")
+@click.option(
+    "--candidate",
+    default=None,
+    metavar="RUNNER",
+    help="The candidate (when the claim has several).",
+)
+@click.option(
+    "--map",
+    "rules",
+    multiple=True,
+    metavar="'FROM -> TO'",
+    help="A name rule from the candidate's module names to the reference's (a regular expression "
+    "and its replacement; repeatable; added to the spec's [locate] map).",
+)
+@click.option(
+    "--noise-from",
+    default=None,
+    metavar="RUNNER",
+    help="A runner equivalent to the reference: per-layer bounds calibrated from its distance.",
+)
+@click.option("--all", "every", is_flag=True, help="A row for every matched pair.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the result as JSON here.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write an HTML page here: the plot (linear and log) and a row for every pair.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the per-layer error plot (PNG, linear and log) here.",
+)
+def locate_command(
+    spec_path: Path,
+    claim: str,
+    case: str,
+    candidate: str | None,
+    rules: tuple[str, ...],
+    noise_from: str | None,
+    every: bool,
+    json_path: Path | None,
+    html_path: Path | None,
+    plot_path: Path | None,
+) -> int:
+    """Run the claim's reference and candidate on CASE with every module's output captured,
+    match the activations across the two module trees, and name the first layer past its bound.
+
+    Exit codes: 0 no layer past its bound, 1 a divergence located, 2 usage, spec or input error.
+    """
+    from ..files import atomic_write_text
+    from ..locate import format_location, locate, write_html, write_plot
+
+    location = locate(
+        spec_path, claim, case, candidate=candidate, rules=rules, noise_from=noise_from
+    )
+    click.echo(format_location(location, every=every))
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(location.to_dict(), indent=1) + "\n")
+    if html_path is not None:
+        click.echo(f"report: {write_html(location, html_path)}")
+    if plot_path is not None:
+        click.echo(f"plot: {write_plot(location, plot_path)}")
+    return 0 if location else 1
