@@ -64,6 +64,7 @@ PUBLIC_MODULES = (
     "paritygate.calibration",
     "paritygate.claim_metrics",
     "paritygate.cli",
+    "paritygate.mutation",
     "paritygate.provenance",
     "paritygate.reports",
     "paritygate.sequence",
