@@ -510,7 +510,7 @@ class MutationResult:
     def summary(self, width: int = 80) -> str:
         """A compact table (fits ``width`` columns), then every survivor's diff."""
         lines = [_fit(f"{self.spec}: candidate {self.candidate}, {', '.join(self.files)}", width)]
-        lines.append(_fit(" #  status     operator    line  caught by / change", width))
+        lines.append(_fit(" #  status      operator    line  caught by / change", width))
         for m in self.mutants:
             if m.status in ("caught",):
                 what = f"{m.claim} @ {m.case}" if m.case else f"{m.claim}"
@@ -518,7 +518,8 @@ class MutationResult:
                 what = m.detail
             else:
                 what = m.description
-            row = f"{m.number:>2}  {m.status:<9}  {m.operator:<10}  {m.line:>4}  {what}"
+            line = str(m.line) if m.line else "-"
+            row = f"{m.number:>2}  {m.status:<10}  {m.operator:<10}  {line:>4}  {what}"
             lines.append(_fit(row, width))
         crashes = sum(m.status == "crash" for m in self.mutants)
         timeouts = sum(m.status == "timeout" for m in self.mutants)
@@ -734,29 +735,32 @@ def _judge(
         result.status = "timeout"
         result.detail = f"no answer in {timeout:.0f} s"
         return result
-    failing = [v for v in (data or {}).get("verdicts", []) if not v.get("passed")]
+    data = data or {}
+    failing = [v for v in data.get("verdicts", []) if not v.get("passed")]
     if failing:
         first = failing[0]
-        result.status = "caught"
         result.claim, result.case = first.get("claim_id"), first.get("case")
         result.candidate = first.get("candidate")
         result.caught_by = [
             f"{v.get('claim_id')} @ {v.get('case')}" if v.get("case") else str(v.get("claim_id"))
             for v in failing
         ]
+    if data.get("errors"):
+        # the runner failed: its verdicts fail for want of outputs, not on a measured value
+        result.status = "crash"
+        result.detail = str(data["errors"][0]).strip().splitlines()[0]
+    elif failing:
+        result.status = "caught"
+        first = failing[0]
         observed, bound = first.get("observed"), first.get("bound")
         result.detail = f"observed {observed} bound {bound} {first.get('unit') or ''}".strip()
-        return result
-    if outcome == "exit 0":
-        return result
-    result.status = "crash"
-    if data is not None and data.get("drift"):
-        item = data["drift"][0]
-        result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
-    elif data is not None and data.get("errors"):
-        result.detail = " ".join(str(data["errors"][0]).split())
-    else:
-        result.detail = last or outcome
+    elif outcome != "exit 0":
+        result.status = "crash"
+        if data.get("drift"):
+            item = data["drift"][0]
+            result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
+        else:
+            result.detail = last or outcome
     return result
 
 
@@ -894,7 +898,11 @@ def mutate(
         if outcome != "exit 0":
             if data is not None and not data.get("passed", False):
                 failing = [v for v in data.get("verdicts", []) if not v.get("passed")]
-                why = f"{len(failing)} failing verdict(s)"
+                why = "no claim was evaluated"
+                if failing:
+                    first = failing[0]
+                    where = f" on case {first['case']}" if first.get("case") else ""
+                    why = f"claim {first['claim_id']} fails{where}"
                 if data.get("errors"):
                     why = " ".join(str(data["errors"][0]).split())
             else:
