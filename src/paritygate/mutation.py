@@ -462,6 +462,11 @@ class MutationResult:
         return sum(m.caught for m in self.mutants)
 
     @property
+    def judged(self) -> int:
+        """The score's denominator: every mutant but the declared equivalents."""
+        return self.total - self.equivalent
+
+    @property
     def survived(self) -> list[MutantResult]:
         return [m for m in self.mutants if m.status == "survived"]
 
@@ -469,13 +474,12 @@ class MutationResult:
     def gate_runs(self) -> int:
         """Gate runs made: the unmutated one and one per mutant that was not declared
         equivalent."""
-        return 1 + self.total - self.equivalent
+        return 1 + self.judged
 
     @property
     def score(self) -> float | None:
         """caught / (total - equivalent); None when no mutant was judged."""
-        judged = self.total - self.equivalent
-        return self.caught / judged if judged else None
+        return self.caught / self.judged if self.judged else None
 
     @property
     def passed(self) -> bool:
@@ -500,6 +504,8 @@ class MutationResult:
             total=self.total,
             equivalent=self.equivalent,
             caught=self.caught,
+            judged=self.judged,
+            survived=len(self.survived),
             score=self.score,
             gate_runs=self.gate_runs,
             passed=self.passed,
@@ -524,7 +530,7 @@ class MutationResult:
         crashes = sum(m.status == "crash" for m in self.mutants)
         timeouts = sum(m.status == "timeout" for m in self.mutants)
         score = "n/a" if self.score is None else f"{self.score:.0%}"
-        judged = self.total - self.equivalent
+        judged = self.judged
         lines.append(
             _fit(
                 f"score {score}: {self.caught}/{judged} caught ({crashes} crash, {timeouts} "

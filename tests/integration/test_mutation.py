@@ -245,9 +245,11 @@ def test_operators_on_a_numerical_module():
 
 def test_box_port_published_mutation_score(tmp_path, capsys):
     """The box-port README publishes the score of its gate under the axis, compare and dtype
-    operators; measured again here on a recorded copy."""
+    operators from its committed mutation.json; measured again here on a recorded copy, every
+    mutant with the same status, and the README's markers tied to the file."""
     project = copy_box_port(tmp_path)
     record(load_spec(project / "parity.toml"))
+    report = tmp_path / "mutation.json"
     code = main(
         [
             "mutate",
@@ -258,11 +260,22 @@ def test_box_port_published_mutation_score(tmp_path, capsys):
             "axis,compare,dtype",
             "--jobs",
             "2",
+            "--json",
+            str(report),
         ]
     )
-    out = capsys.readouterr().out
+    capsys.readouterr()
     assert code == 0
-    measured = re.search(r"score (\d+)%: (\d+)/(\d+) caught", out)
-    readme = (BOX_PORT / "README.md").read_text()
-    published = re.search(r"mutation score (\d+)% \((\d+)/(\d+) mutants caught", readme)
-    assert measured and published and measured.groups() == published.groups(), out
+    measured = json.loads(report.read_text())
+    published = json.loads((BOX_PORT / "mutation.json").read_text())
+    keys = ("score", "caught", "judged", "survived", "gate_runs", "cases")
+    assert {k: measured[k] for k in keys} == {k: published[k] for k in keys}
+    assert [(m["id"], m["status"], m["claim"], m["case"]) for m in measured["mutants"]] == [
+        (m["id"], m["status"], m["claim"], m["case"]) for m in published["mutants"]
+    ]
+    assert (
+        main(
+            ["claims", "check", str(BOX_PORT / "README.md"), "--spec", str(project / "parity.toml")]
+        )
+        == 0
+    )
