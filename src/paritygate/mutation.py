@@ -353,16 +353,28 @@ class _Finder:
                 self.add("axis", node.args[1], str(_other_axis(value)))
 
     def _resets(self, tree: ast.Module) -> None:
-        first: dict[str, str] = {}
-        statements = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+        first: dict[tuple[int, str], str] = {}  # (enclosing class, target) -> first value
+        statements = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) or (isinstance(n, ast.AnnAssign) and n.value is not None)
+        ]
         for node in sorted(statements, key=lambda n: (n.lineno, n.col_offset)):
-            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) != 1 or not isinstance(targets[0], ast.Attribute):
                 continue
-            target, value = ast.unparse(node.targets[0]), ast.unparse(node.value)
-            if target not in first:
-                first[target] = value
-            elif first[target] == value:
+            key = (id(self._enclosing_class(node)), ast.unparse(targets[0]))
+            value = ast.unparse(node.value)  # type: ignore[arg-type]
+            if key not in first:
+                first[key] = value
+            elif first[key] == value and isinstance(node, ast.Assign):
                 self.add("drop-reset", node, "pass")
+
+    def _enclosing_class(self, node: ast.AST) -> ast.AST | None:
+        parent = self.parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.ClassDef):
+            parent = self.parents.get(id(parent))
+        return parent
 
 
 def _int_literal(node: ast.AST | None) -> int | None:
@@ -680,10 +692,14 @@ def _child_env() -> dict[str, str]:
 
 
 def _run_gate(
-    copy: Path, spec_name: str, out: Path, timeout: float | None
+    copy: Path,
+    spec_name: str,
+    out: Path,
+    timeout: float | None,
+    live: dict[int, subprocess.Popen[str]] | None = None,
 ) -> tuple[str, Any, str, float]:
     """Run the gate in ``copy``: (outcome, result.json data or None, last stderr line, seconds);
-    outcome is "exit N" or "timeout"."""
+    outcome is "exit N" or "timeout". The process is in ``live`` while it runs."""
     from . import children
 
     if out.exists():
@@ -702,6 +718,8 @@ def _run_gate(
         start_new_session=True,
     )
     children.started(process, own_group=True)
+    if live is not None:
+        live[process.pid] = process
     try:
         _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -710,6 +728,9 @@ def _run_gate(
     except BaseException:
         children.end(process)
         raise
+    finally:
+        if live is not None:
+            live.pop(process.pid, None)
     children.finished(process)
     seconds = time.perf_counter() - started
     data = None
@@ -940,7 +961,7 @@ def mutate(
             try:
                 path.write_bytes(job.mutated.encode("utf-8"))
                 outcome, data, last, seconds = _run_gate(
-                    slot / "project", spec_name, slot / "out", result.timeout
+                    slot / "project", spec_name, slot / "out", result.timeout, live
                 )
             finally:
                 path.write_bytes(sources[job.file].encode("utf-8"))
@@ -948,12 +969,24 @@ def mutate(
             return _judge(job, outcome, data, last, seconds, result.timeout)
 
         results: list[MutantResult] = []
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        live: dict[int, subprocess.Popen[str]] = {}
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
             for mutant in pool.map(run, jobs_list):
                 results.append(mutant)
                 done += 1
                 if progress is not None:
                     progress(done, total)
+        except BaseException:
+            # Ctrl-C or SIGTERM: no mutant waits for its gate; the running gates are ended
+            pool.shutdown(wait=False, cancel_futures=True)
+            from . import children
+
+            for process in list(live.values()):
+                children.end(process)
+            raise
+        finally:
+            pool.shutdown(wait=True)
         for mutant in results:
             if mutant.status not in ("survived", "equivalent"):
                 mutant.diff = ""  # the diffs that matter are the survivors' (and equivalents')

@@ -225,6 +225,9 @@ def test_operators_on_a_numerical_module():
         "        self.hits = None\n"
         "    def reset(self):\n"
         "        self.hits = None\n"
+        "class Other:\n"  # its own first value: not a reset of Cache's
+        "    def __init__(self):\n"
+        "        self.hits = None\n"
         "def f(x: np.ndarray) -> np.ndarray:\n"
         '    """Docstring 1.5"""\n'
         '    y = x.astype("float32").sum(axis=-1) * 0.5\n'
