@@ -276,6 +276,8 @@ class _Finder:
                         skip_all(arg.annotation)
             elif isinstance(node, ast.AnnAssign):
                 skip_all(node.annotation)
+            elif isinstance(node, ast.JoinedStr):
+                skip_all(node)  # f-strings: messages, and positions inside them are unreliable
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 body = node.body
                 if (
@@ -411,7 +413,17 @@ def find_mutations(
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
         raise InputError(f"{file}: not valid Python ({exc.msg}, line {exc.lineno})") from None
-    return _Finder(source, file, tuple(operators)).run(tree)
+    return [
+        m for m in _Finder(source, file, tuple(operators)).run(tree) if _parses(m.apply(source))
+    ]
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------
