@@ -282,3 +282,20 @@ def test_box_port_published_mutation_score(tmp_path, capsys):
         )
         == 0
     )
+
+
+def test_a_command_runner_mutates_the_script_its_command_names(tmp_path, capsys):
+    """box_port's candidate is a command (`{python} port_cli.py ...`): its script is the file
+    mutated by default; with no operator and no user-written mutant there is nothing to run."""
+    project = copy_box_port(tmp_path)
+    assert main(["mutate", str(project / "parity.toml"), "--operators", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "paritygate: error: no mutant: the operators (none) find nothing to change in "
+        "port_cli.py, and no --model-mutation was given"
+    )
+    assert (
+        main(["mutate", str(project / "parity.toml"), "--operators", "compare", "--limit", "x"])
+        == 2
+    )
+    assert "'x' is not a valid integer" in capsys.readouterr().err
