@@ -65,6 +65,7 @@ PUBLIC_MODULES = (
     "paritygate.claim_metrics",
     "paritygate.cli",
     "paritygate.locate",
+    "paritygate.mutation",
     "paritygate.provenance",
     "paritygate.reports",
     "paritygate.seeded",

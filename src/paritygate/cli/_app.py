@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "calibrate:calibrate_command",
     "bootstrap": "bootstrap:bootstrap_command",
     "bench": "bench:bench_command",
+    "mutate": "mutate:mutate_command",
     "init": "onboard:init_command",
     "cases": "onboard:cases_group",
     "quick": "onboard:quick_command",
