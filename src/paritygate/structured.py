@@ -718,6 +718,23 @@ def expected_calibration_error(probabilities: Any, labels: Any, *, n_bins: int =
     return float(np.abs(acc_sum - conf_sum).sum() / len(probs))
 
 
+def score_rows(value: Any) -> np.ndarray:
+    """An output of scores as 2-D float64 rows, class axis last (a scalar is one row of one
+    class): the rows a dataset claim decides on."""
+    scores = np.asarray(value, dtype=np.float64)
+    return scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
+
+
+def class_probabilities(rows: Any, inputs: str) -> np.ndarray:
+    """Rows of scores as probabilities: a softmax over the last axis (float64, the maximum
+    subtracted first) for ``"logits"``, the rows as they are for ``"probabilities"``."""
+    if inputs == "logits":
+        from scipy.special import softmax
+
+        return softmax(np.asarray(rows, dtype=np.float64), axis=-1)
+    return np.asarray(rows)
+
+
 def _as_rows(value: Any, side: str, axis: int, path: str) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind not in "biuf" and array.dtype.name not in ("bfloat16", "float16"):
@@ -764,7 +781,7 @@ def compare_class_decisions(
 
     A bound left at None is measured and reported but not enforced.
     """
-    from scipy.special import log_softmax, rel_entr, softmax
+    from scipy.special import log_softmax, rel_entr
 
     if inputs not in ("logits", "probabilities"):
         raise InputError(
@@ -809,7 +826,7 @@ def compare_class_decisions(
         raise InputError("min_topk_agreement needs top_k", where=_where_label(path))
 
     if inputs == "logits":
-        pa, pe = softmax(a2, axis=1), softmax(e2, axis=1)
+        pa, pe = class_probabilities(a2, inputs), class_probabilities(e2, inputs)
         log_pa, log_pe = log_softmax(a2, axis=1), log_softmax(e2, axis=1)
         kl_rows = np.where(pe > 0, pe * (log_pe - log_pa), 0.0).sum(axis=1)
     else:
