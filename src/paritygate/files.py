@@ -161,7 +161,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         except FileNotFoundError:
             pass
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
     return path
 
 
@@ -212,7 +212,17 @@ def _mode_for(path: Path) -> int:
     return 0o666 & ~_umask()
 
 
-def _fsync_folder(folder: Path) -> None:
+def staging_folder(parent: Path, prefix: str) -> Path:
+    """A new, empty folder in ``parent`` (a unique name starting with ``prefix``) with the mode a
+    plain mkdir gives (mkdtemp makes it private): a whole folder is written there, then put in
+    place by one rename (:func:`os.rename`) and :func:`fsync_folder` of ``parent``."""
+    folder = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    os.chmod(folder, 0o777 & ~_umask())
+    return folder
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename into it survives a crash) where the platform allows."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # e.g. Windows cannot open folders

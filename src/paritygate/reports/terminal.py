@@ -39,7 +39,6 @@ __all__ = [
     "claim_summaries",
     "run_error_groups",
     "ClaimSummary",
-    "short",
     "console",
     "wrap_lines",
 ]
@@ -52,26 +51,6 @@ ONE_MINUS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one 
 PERCENT = claim_metrics.MetricView(lambda m: m.percent, lambda m: m.percent)
 INDENT = "     "
 MAX_EXPANDED = 3  # failing cases expanded under a claim; the rest are named on one line
-
-
-def short(value: Any) -> str:
-    """A number in at most ~8 characters (2 significant digits for tiny and huge values)."""
-    if isinstance(value, bool) or value is None:
-        return fmt(value)
-    if isinstance(value, int):
-        return str(value) if abs(value) < 10**7 else f"{value:.3g}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return fmt(value)
-        if value == 0:
-            return "0"
-        if value == int(value) and abs(value) < 10**7:
-            return str(int(value))
-        magnitude = abs(value)
-        if magnitude < 1e-3 or magnitude >= 1e5:
-            return f"{value:.2g}"
-        return f"{value:.4g}"
-    return fmt(value)
 
 
 def _direction(metric: str) -> str:
@@ -136,7 +115,7 @@ class ClaimSummary:
         if self.metric in PERCENT:
             return _percent(value)
         one_minus = _one_minus(self.metric, value)
-        return short(one_minus if one_minus is not None else value)
+        return fmt(one_minus if one_minus is not None else value, compact=True)
 
     def _unit(self) -> str:
         unit = self.unit or ""
@@ -156,7 +135,7 @@ class ClaimSummary:
             else "worst"
         )
         shown = distance_from_one(self.metric, self.worst)
-        value = short(shown) if shown is not None else self._value(observed)
+        value = fmt(shown, compact=True) if shown is not None else self._value(observed)
         text = f"{label} {value}{self._unit()}"
         exact = (
             as_float(observed) == 0 and self.metric not in ONE_MINUS and self.metric not in PERCENT
@@ -192,16 +171,18 @@ class ClaimSummary:
         if direction == "max":
             if observed > bound:
                 ratio = f" ({_ratio(observed / bound)})" if bound > 0 else ""
-                return f"over by {short(observed - bound)}{ratio}"
+                return f"over by {fmt(observed - bound, compact=True)}{ratio}"
             if observed == 0:
                 return "exact" if bound == 0 else "zero"
             if bound == observed:
                 return "at bound"
             return f"{_ratio(bound / observed)} margin"
-        shown = _percent if self.metric in PERCENT else short
+        percent = self.metric in PERCENT
+        gap = abs(observed - bound)
+        shown = _percent(gap) if percent else fmt(gap, compact=True)
         if observed < bound:
-            return f"short by {shown(bound - observed)}"
-        return f"{shown(observed - bound)} margin" if observed > bound else "at bound"
+            return f"short by {shown}"
+        return f"{shown} margin" if observed > bound else "at bound"
 
 
 def _percent(value: Any) -> str:
@@ -454,13 +435,13 @@ def _failure_text(failure: dict[str, Any]) -> str:
         parts.append(f"at {failure['where']}")
     observed, bound = failure.get("observed"), failure.get("bound")
     if observed is not None:
-        parts.append(f"observed {short(observed)}")
+        parts.append(f"observed {fmt(observed, compact=True)}")
     if bound is not None:
-        parts.append(f"bound {short(bound)}")
+        parts.append(f"bound {fmt(bound, compact=True)}")
     if failure.get("excess") is not None:
         o, b = as_float(observed), as_float(bound)
         word = "short by" if o is not None and b is not None and o < b else "over by"
-        parts.append(f"{word} {short(failure['excess'])}")
+        parts.append(f"{word} {fmt(failure['excess'], compact=True)}")
     text = " ".join(p for p in parts if p)
     if failure.get("detail"):
         text += f" ({failure['detail']})"
@@ -486,7 +467,9 @@ def _failure_lines(claim: ClaimSummary, width: int) -> list[str]:
         lines += wrap_lines(f"{label}: {_shorten_numbers(_verdict_text(v))}", width, INDENT)
         passes = (v.get("evidence") or {}).get("bound_that_passes")
         if passes is not None:
-            lines += wrap_lines(f"a bound of {short(passes)} would have held", width, INDENT + "  ")
+            lines += wrap_lines(
+                f"a bound of {fmt(passes, compact=True)} would have held", width, INDENT + "  "
+            )
     rest = claim.failing[MAX_EXPANDED:]
     if rest:
         names = ", ".join(case_label(v) for v in rest[:8]) + (", …" if len(rest) > 8 else "")
