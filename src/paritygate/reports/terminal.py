@@ -41,6 +41,8 @@ __all__ = [
     "ClaimSummary",
     "console",
     "wrap_lines",
+    "terminal_width",
+    "fitted",
 ]
 
 # Metrics whose interesting part is the distance from 1 (the registry's ``near_one``): a cosine of
@@ -596,8 +598,40 @@ def console(stderr: bool = False) -> Any:
     stream = sys.stderr if stderr else sys.stdout
     width = None
     if not stream.isatty() and not os.environ.get("COLUMNS"):
-        width = 100
+        width = PIPED_WIDTH
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+PIPED_WIDTH = 100  # the CLI's width piped into a CI log or a file, COLUMNS unset
+
+
+def terminal_width(stderr: bool = False) -> int:
+    """The width plain CLI output is wrapped to, by the rule of :func:`console`: COLUMNS when
+    set, else the terminal's width, else (piped) :data:`PIPED_WIDTH`."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stderr if stderr else sys.stdout
+    if not stream.isatty():
+        return PIPED_WIDTH
+    return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+
+
+def fitted(text: str, width: int) -> list[str]:
+    """Plain text fitted to ``width``: each line wrapped at spaces (:func:`wrap_lines`), its
+    continuation indented two past the line's own indent; a path or number is never split."""
+    out: list[str] = []
+    for line in str(text).splitlines() or [""]:
+        stripped = line.lstrip(" ")
+        if len(line) <= width or not stripped:
+            out.append(line)
+        else:
+            out.extend(wrap_lines(stripped, width, line[: len(line) - len(stripped)]))
+    return out
 
 
 def verdict_table(result: dict[str, Any], *, verbose: bool = False) -> Any:
