@@ -464,7 +464,7 @@ def bench_mlx(reps: int, size: tuple | None = None) -> dict:
     # step's CUDA kernels for about a minute on a fresh machine. Its figures: benchmarks/README.md.)
     # Exactness of the float32 arithmetic against the host engine (float64, numpy) on a slice of
     # 2**25 elements: counts, maxima, ULPs and worst elements must be equal, sums within 1e-6.
-    from paritygate.backends import numpy as host
+    from paritygate.backends import host
 
     rows = slice(0, 1024)
     got = mlx_backend.compare_arrays(y[rows], x[rows], tol, "x")

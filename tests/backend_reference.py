@@ -1,6 +1,6 @@
 """Shared cases for the device backends' tests, with the host engine as their reference.
 
-The reference is the host engine (the numpy kernel of paritygate.backends.numpy) on the same
+The reference is the host engine (the numpy kernel of paritygate.backends.host) on the same
 data as numpy arrays, so that every backend (torch, MLX, JAX, onnxruntime) computes the same
 numbers as the host, field by field.
 """
@@ -24,7 +24,7 @@ def np_dtype(name: str):
 
 def reference(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, path: str = "out"):
     """The host engine's comparison of the same data as numpy arrays (the numpy kernel)."""
-    from paritygate.backends import numpy as host
+    from paritygate.backends import host
 
     return host.compare_arrays(actual, expected, tol, path, kernel="numpy")
 

@@ -16,14 +16,20 @@ ML_DTYPES_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def numpy_dtype(name: str) -> Any:
-    """The numpy dtype called ``name`` (``"bfloat16"`` and the float8 names via ml_dtypes)."""
+    """The numpy dtype called ``name``: numpy's own, else ml_dtypes' (``"bfloat16"``, the float8,
+    float4 and sub-byte integer types); a name neither knows raises TypeError."""
     import numpy as np
 
-    if name in ML_DTYPES_NAMES:
-        import ml_dtypes
+    if name not in ML_DTYPES_NAMES:
+        try:
+            return np.dtype(name)
+        except TypeError:
+            pass
+    import ml_dtypes
 
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+    if not hasattr(ml_dtypes, name):
+        raise TypeError(f"data type {name!r} not understood")
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def is_ml_float(dtype: Any) -> bool:

@@ -11,24 +11,38 @@ __all__ = ["format_number", "display_text"]
 
 
 def format_number(
-    value: Any, *, digits: int = 6, none: str = "-", near_one: bool = False, percent: bool = False
+    value: Any,
+    *,
+    digits: int = 6,
+    none: str = "-",
+    near_one: bool = False,
+    percent: bool = False,
+    compact: bool = False,
 ) -> str:
     """``value`` to ``digits`` significant digits; other values as text.
 
     ``None`` reads as ``none``; bools as ``True`` / ``False``; integers exactly; NaN and the
     infinities as ``nan`` / ``inf`` / ``-inf``. With ``near_one``, a value just below 1 (a cosine,
     an SSIM) reads as ``1-d`` so that its distance from 1 stays legible. With ``percent``, a
-    fraction (an agreement, an accuracy) reads as a percentage: ``1.0`` as ``100%``.
+    fraction (an agreement, an accuracy) reads as a percentage: ``1.0`` as ``100%``. With
+    ``compact`` (a terminal's table cell), a number takes at most ~8 characters: whole numbers
+    below 10**7 exactly, tiny and huge values to 2 significant digits, the others to 4.
     """
     if value is None:
         return none
-    if isinstance(value, (bool, numbers.Integral)) or not isinstance(value, numbers.Real):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return str(value)
+    if isinstance(value, numbers.Integral):
+        return f"{value:.3g}" if compact and abs(value) >= 10**7 else str(value)
     value = float(value)
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if compact:
+        if value == int(value) and abs(value) < 10**7:
+            return str(int(value))
+        return f"{value:.2g}" if abs(value) < 1e-3 or abs(value) >= 1e5 else f"{value:.4g}"
     if percent:
         return f"{value * 100:.{digits}g}%"
     if near_one and 0.999 < value < 1.0:

@@ -89,7 +89,7 @@ class ActivityBand:
 
     @property
     def text(self) -> str:
-        return f"{_fmt(self.low)}..{_fmt(self.high)}"
+        return f"{format_number(self.low)}..{format_number(self.high)}"
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, where: str = "activity") -> ActivityBand:
@@ -203,10 +203,10 @@ def check_activity(
         band.text,
         value,
         excess=float(excess),
-        detail=f"{band.what} = {_fmt(value)} (counted by paritygate), claim requires "
+        detail=f"{band.what} = {format_number(value)} (counted by paritygate), claim requires "
         f"{band.text}: {why}"
         if band.calls is not None
-        else f"{band.counter} = {_fmt(value)}, claim requires {band.text}: {why}",
+        else f"{band.counter} = {format_number(value)}, claim requires {band.text}: {why}",
     )
 
 
@@ -294,7 +294,3 @@ def _as_number(value: Any) -> Any:
     if size == 1 and callable(item):
         return item()
     return value
-
-
-def _fmt(value: int | float) -> str:
-    return format_number(value)

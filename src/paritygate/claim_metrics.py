@@ -351,7 +351,7 @@ def _accuracy(data: Rows) -> float:
 def _ece(data: Rows) -> float | None:
     import numpy as np
 
-    from .structured import expected_calibration_error
+    from .structured import class_probabilities, expected_calibration_error
 
     widths = sorted({r.shape[1] for r in data.rows})
     if len(widths) > 1:
@@ -360,10 +360,9 @@ def _ece(data: Rows) -> float | None:
             "pools one class count (one ece claim per output)"
         )
         return None
-    scores = np.concatenate(data.rows)
-    if data.params.get("inputs", "probabilities") == "logits":  # softmax
-        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        scores = scores / scores.sum(axis=-1, keepdims=True)
+    scores = class_probabilities(
+        np.concatenate(data.rows), data.params.get("inputs", "probabilities")
+    )
     bins = int(data.params.get("bins", 15))
     return expected_calibration_error(scores, np.concatenate(data.labels), n_bins=bins)
 

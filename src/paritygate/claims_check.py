@@ -13,7 +13,10 @@ both numbers) when a tied bound differs from the spec's, when the gate's bound i
 published number (the README says 2 px while the gate runs at 30 px), when a published
 measured figure differs from the file it cites, when a calibrated claim has no basis, when a
 claim lists a doc in ``published`` and that doc has no marker for it, and when a marker names an
-unknown claim. The syntax is documented in ``docs/claims-check.md``.
+unknown claim. A ``published`` entry may name one section of a doc (``README.md#claims``, the
+heading's anchor): its markers must be there. With ``unmarked=True`` every figure written in a
+published section without a marker (``3.50x``, ``5x faster``, ``≤ 2 px``, ``0.9987``) is a problem
+too. The syntax is documented in ``docs/claims-check.md``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ __all__ = [
     "ClaimsCheckResult",
     "parse_number",
     "find_markers",
+    "find_unmarked",
+    "sections",
     "read_spec_claims",
     "check_claims",
 ]
@@ -277,6 +282,105 @@ def find_markers(doc: str | Path) -> list[Marker]:
                 )
             markers.append(Marker(path, number, kind, target, published, problem))
     return markers
+
+
+_HEADING = re.compile(r"^\s{0,3}(?P<level>#{1,6})\s+(?P<title>.*?)\s*#*\s*$")
+
+
+def _anchor(title: str) -> str:
+    """A heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces to '-'."""
+    title = re.sub(r"<[^>]*>|`", "", title).strip().lower()
+    return re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+
+
+def sections(doc: str | Path) -> dict[str, tuple[int, int]]:
+    """Each heading's anchor -> its section's first and last line (1-based): from the heading to
+    the line before the next heading of the same or a higher level. Headings inside fenced code
+    are not headings; a repeated anchor keeps its first section."""
+    lines = read_text(Path(doc), "doc").splitlines()
+    headings: list[tuple[int, int, str]] = []  # line, level, anchor
+    fence: str | None = None
+    for number, line in enumerate(lines, start=1):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        match = _HEADING.match(line)
+        if match:
+            headings.append((number, len(match.group("level")), _anchor(match.group("title"))))
+    found: dict[str, tuple[int, int]] = {}
+    for i, (first, level, anchor) in enumerate(headings):
+        last = next((h[0] - 1 for h in headings[i + 1 :] if h[1] <= level), len(lines))
+        found.setdefault(anchor, (first, last))
+    return found
+
+
+# A figure as prose writes it: a number with a comparator, a unit of measure or decimals. Whole
+# numbers without either ("5 workload cases", "(1)") are counts and labels, not figures.
+_FIGURE = re.compile(
+    r"(?:(?P<cmp>≤|<=|&le;|⩽|≥|>=|&ge;|⩾|&lt;|&gt;|<|>|≈|~|±)\s*)?"
+    rf"(?<![\w.,/#\-−])(?P<num>{_NUM})"
+    rf"(?:\s*(?:–|—|to)\s*{_NUM})?"
+    r"(?P<exp>\s*[×x·]\s*10\s*\^?\s*[-+−]?\d+)?"
+    r"(?:\s*(?P<unit>%|‰|×|[A-Za-zµμ]+))?"
+)
+_CODE_SPAN = re.compile(r"(`+).*?\1")
+_COMMENT = re.compile(r"<!--.*?-->")
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")
+
+
+def _is_figure(match: re.Match[str]) -> bool:
+    return bool(
+        match.group("cmp")
+        or match.group("exp")
+        or _canonical_unit(match.group("unit") or "")
+        or re.search(r"\.\d|[eE]", match.group("num"))  # "64." ends a sentence
+    )
+
+
+def find_unmarked(
+    doc: str | Path, lines: tuple[int, int] | None = None
+) -> list[tuple[int, PublishedNumber]]:
+    """Every figure of ``doc`` (within ``lines``, first and last, 1-based) that no marker ties:
+    a number with a comparator (``≤ 2 px``), a unit of measure (``3.50x``, ``5x faster``,
+    ``12 ms``, ``97 %``) or decimals (``0.9987``), as ``(line, number)`` pairs. Code (fenced or
+    inline), HTML comments and link targets are not prose; version numbers (``0.32.4``) and
+    numbers inside words (``sha256``, ``h200``) are not figures."""
+    path = Path(doc)
+    first, last = lines or (1, 10**12)
+    found: list[tuple[int, PublishedNumber]] = []
+    fence: str | None = None
+    for number, line in enumerate(read_text(path, "doc").splitlines(), start=1):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        if not first <= number <= last:
+            continue
+        visible = line
+        for pattern in (_CODE_SPAN, _COMMENT, _LINK_TARGET):
+            visible = pattern.sub(lambda m: " " * len(m.group(0)), visible)
+        for match in _FIGURE.finditer(visible):
+            end = match.end()
+            unit = match.group("unit")
+            if unit and unit not in "%‰×" and not _canonical_unit(unit):
+                end = match.start("unit")  # a word after the number, not its unit
+            if re.match(r"\.?\d|\w", visible[match.end() : match.end() + 2]):
+                continue  # a version (0.32.4) or a number inside a word (2x2, 3rd)
+            if not _is_figure(match) or _MARKER.match(line[end:].lstrip(_TRAILING)):
+                continue  # a count, or a figure its marker ties
+            parsed = parse_number(line[match.start() : end].rstrip())
+            if parsed is not None:
+                found.append((number, parsed))
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,9 +801,14 @@ def _round_like(value: float, number: PublishedNumber) -> str:
     return f"{value:.{decimals}f}"
 
 
-def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckResult:
+def check_claims(
+    docs: Iterable[str | Path], spec: str | Path, *, unmarked: bool = False
+) -> ClaimsCheckResult:
     """Check every marker of ``docs`` (and of every doc a claim lists in ``published``) against
-    ``spec``. Returns the result with one problem per finding; raises for unreadable input."""
+    ``spec``. With ``unmarked``, every figure of a published section (a ``published`` entry:
+    a doc, or one section of it as ``doc#anchor``) that no marker ties is a problem too. Returns
+    the result with one problem per finding; raises for unreadable input, and (``unmarked``)
+    when no claim lists a doc in ``published``."""
     spec_path = Path(spec)
     claims, root, load_problems = read_spec_claims(spec_path)
     spec_name = _show(spec_path)
@@ -726,10 +835,12 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
     ordered: dict[Path, Path] = {}
     for doc in docs:
         ordered.setdefault(Path(doc).resolve(), Path(doc))
-    published_in: dict[Path, list[SpecClaim]] = {}
+    # doc -> (claim, the published section's lines or None for the whole doc, its label)
+    published_in: dict[Path, list[tuple[SpecClaim, tuple[int, int] | None, str]]] = {}
     for claim in claims.values():
         for name in claim.published:
-            doc = (root / name).resolve()
+            doc_name, _, anchor = name.partition("#")
+            doc = (root / doc_name).resolve()
             if not doc.is_file():
                 result.problems.append(
                     Problem(
@@ -739,9 +850,26 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
                     )
                 )
                 continue
-            published_in.setdefault(doc, []).append(claim)
+            lines = sections(doc).get(anchor) if anchor else None
+            if anchor and lines is None:
+                result.problems.append(
+                    Problem(
+                        spec_where(claim),
+                        claim.id,
+                        f"says it is published in {name}, but {doc_name} has no heading whose "
+                        f"anchor is #{anchor}",
+                    )
+                )
+                continue
+            published_in.setdefault(doc, []).append((claim, lines, name))
             ordered.setdefault(doc, doc)
     result.docs = list(ordered.values())
+    if unmarked and not published_in:
+        raise InputError(
+            "unmarked numbers are looked for in the docs (or sections, 'README.md#claims') the "
+            "claims list in `published`, and no claim lists one",
+            where=spec_name,
+        )
 
     cache: dict[Path, Any] = {}
     marked: dict[Path, set[str]] = {}
@@ -767,20 +895,50 @@ def check_claims(docs: Iterable[str | Path], spec: str | Path) -> ClaimsCheckRes
                     )
                 )
                 continue
-            marked.setdefault(resolved, set()).add(claim.id)
+            marked.setdefault(resolved, {}).setdefault(claim.id, []).append(marker.line)
             result.problems.extend(_check_claim_marker(marker, claim, spec_where(claim)))
 
     for doc, listed in published_in.items():
-        for claim in listed:
-            if claim.id not in marked.get(doc, set()):
+        for claim, lines, name in listed:
+            at = marked.get(doc, {}).get(claim.id, [])
+            if lines is not None:
+                at = [n for n in at if lines[0] <= n <= lines[1]]
+            if not at:
+                place = "the doc" if lines is None else f"its section #{name.partition('#')[2]}"
                 result.problems.append(
                     Problem(
-                        _show(doc),
+                        _show(doc) if lines is None else f"{_show(doc)}:{lines[0]}",
                         claim.id,
                         f"the spec ({spec_where(claim)}) says this claim is published here, but "
-                        "the doc "
-                        f"has no '<!-- claim: {claim.id} -->' marker after its number "
+                        f"{place} has no '<!-- claim: {claim.id} -->' marker after its number "
                         f"(the bound is {_with_unit(claim.bound, claim.unit)})",
                     )
                 )
+    if unmarked:
+        result.problems.extend(_unmarked_problems(published_in))
     return result
+
+
+def _unmarked_problems(
+    published_in: dict[Path, list[tuple[SpecClaim, tuple[int, int] | None, str]]],
+) -> list[Problem]:
+    """One problem per figure of a published section that no marker ties (once, however many
+    claims list the section)."""
+    problems: list[Problem] = []
+    seen: set[tuple[Path, int, str]] = set()
+    for doc, listed in published_in.items():
+        for lines, name in dict.fromkeys((lines, name) for _, lines, name in listed):
+            for line, number in find_unmarked(doc, lines):
+                if (doc, line, number.text) in seen:
+                    continue
+                seen.add((doc, line, number.text))
+                problems.append(
+                    Problem(
+                        f"{_show(doc)}:{line}",
+                        None,
+                        f"unmarked number {number.text!r} in {name}, which the spec publishes: "
+                        "tie it to its claim (<!-- claim: ID -->) or its result file "
+                        "(<!-- measured: FILE#POINTER -->), or move it out of the section",
+                    )
+                )
+    return problems

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._dtypes import is_numeric
-from .backends import numpy as host
+from .backends import host
 from .errors import InputError
 from .metrics import dtype_kind, promote
 from .outputs import ROOT, flatten_outputs, framework_backend

@@ -33,10 +33,10 @@ from .references import (
     stray_detail,
     unlisted_files,
 )
-from .results import DriftItem
+from .results import DriftItem, GateResult
 from .spec import Spec
 
-__all__ = ["VerifyResult", "verify", "runners_that_run"]
+__all__ = ["VerifyResult", "verify", "runners_that_run", "check_input_after_run"]
 
 
 @dataclass
@@ -346,3 +346,26 @@ def _check_reference(spec: Spec) -> tuple[Reference | None, list[DriftItem]]:
         observed = None if escape is not None or not path.is_file() else sha256_file(path)
         drift.append(DriftItem("reference-file", rel, None, observed, stray_detail(folder)))
     return reference, drift
+
+
+def check_input_after_run(spec: Spec, case: str, who: str, result: GateResult) -> bool:
+    """The case's input checked against its sha256 pin after a run as well as before: a runner
+    that edits its own input would pass on what it wrote and leave the next gate to drift. A
+    modified input is drift on that case (exit 3), once per case; returns True when it held."""
+    path = spec.cases[case].path
+    observed = sha256_file(path) if path.is_file() else None
+    if observed == spec.cases[case].sha256:
+        return True
+    if not any(d.kind == "case-input" and d.subject == case for d in result.drift):
+        result.drift.append(
+            DriftItem(
+                "case-input",
+                case,
+                spec.cases[case].sha256,
+                observed,
+                f"{who} modified the input file {path} during its run "
+                f"({'deleted it' if observed is None else 'it no longer matches its pin'}); "
+                "a runner must not write to its case files: restore the file",
+            )
+        )
+    return False

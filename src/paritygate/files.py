@@ -36,7 +36,7 @@ from typing import Any
 
 from ._dtypes import is_numeric, numpy_dtype
 from .errors import InputError, UserError
-from .outputs import nest_outputs
+from .outputs import flatten_outputs, nest_outputs
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -161,7 +161,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         except FileNotFoundError:
             pass
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
     return path
 
 
@@ -212,7 +212,17 @@ def _mode_for(path: Path) -> int:
     return 0o666 & ~_umask()
 
 
-def _fsync_folder(folder: Path) -> None:
+def staging_folder(parent: Path, prefix: str) -> Path:
+    """A new, empty folder in ``parent`` (a unique name starting with ``prefix``) with the mode a
+    plain mkdir gives (mkdtemp makes it private): a whole folder is written there, then put in
+    place by one rename (:func:`os.rename`) and :func:`fsync_folder` of ``parent``."""
+    folder = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    os.chmod(folder, 0o777 & ~_umask())
+    return folder
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename into it survives a crash) where the platform allows."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # e.g. Windows cannot open folders
@@ -534,11 +544,12 @@ def save_outputs(
 ) -> Path:
     """Write named outputs to ``path`` atomically; the format follows the extension.
 
-    ``.safetensors`` and ``.npz`` take a (possibly nested) mapping of arrays; nested mappings are
-    stored under ``/``-joined names (``boxes/editor``). ``.json`` takes any tree of mappings,
-    lists, numbers and strings (arrays become lists; NaN and infinities are written as the
-    ``NaN`` / ``Infinity`` tokens Python's json reads back). ``metadata`` (text only) goes into the
-    safetensors header and is refused for other formats.
+    ``.safetensors`` and ``.npz`` take a (possibly nested) tree of arrays, named as the gate
+    names outputs (:func:`paritygate.outputs.flatten_outputs`): nested mappings and lists are
+    stored under ``/``-joined names (``boxes/editor``, ``layers/0``). ``.json`` takes any tree of
+    mappings, lists, numbers and strings (arrays become lists; NaN and infinities are written as
+    the ``NaN`` / ``Infinity`` tokens Python's json reads back). ``metadata`` (text only) goes into
+    the safetensors header and is refused for other formats.
     """
     path = Path(path)
     where = str(path)
@@ -593,17 +604,19 @@ def save_outputs(
     return atomic_write_bytes(path, payload)
 
 
-def _flat_arrays(outputs: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+def _flat_arrays(outputs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The outputs' leaves named by the one flattener (:func:`paritygate.outputs.flatten_outputs`:
+    ``{"a": [x, y]}`` is ``a/0`` and ``a/1``, as the gate names them), each a C-contiguous
+    numeric numpy array."""
     import numpy as np
 
+    try:
+        leaves = flatten_outputs(outputs)
+    except InputError as exc:  # name the file; the flattener names the output
+        inner = f"{exc.where}: {exc.message}" if exc.where else exc.message
+        raise InputError(inner, where=where, hint=exc.hint) from None
     flat: dict[str, Any] = {}
-    for key, value in outputs.items():
-        if not isinstance(key, str) or not key:
-            raise InputError(f"output names must be non-empty strings, got {key!r}", where=where)
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(_flat_arrays(value, where, name + "/"))
-            continue
+    for name, value in leaves.items():
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
         if not is_numeric(array.dtype):
             raise InputError(

@@ -27,13 +27,12 @@ import fnmatch
 import math
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from .claim_metrics import Rows, unit_of
-from .drift import VerifyResult, runners_that_run, verify
+from .drift import VerifyResult, check_input_after_run, runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
-from .errors import InputError, RunFailure, SpecError, UserError, WrongHardware
+from .errors import InputError, RunFailure, SpecError, WrongHardware
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
 from .runners import make_runner
@@ -94,268 +93,6 @@ class _Runs:
 
 # --------------------------------------------------------------------------------------------
 # Claim evaluation
-
-
-def _dataset(
-    claim: Claim,
-    candidate: str,
-    spec: Spec,
-    cases: list[str],
-    actual: dict[str, dict[str, Any]],
-    expected: dict[str, dict[str, Any]] | None,
-) -> ClaimVerdict:
-    import numpy as np
-
-    entry = claim.metric_entry
-    failures: list[Failure] = []
-    data = Rows([], [], [], [], claim.params, tuple(claim.outputs))
-    label_key = claim.params.get("label", "label")
-    for case in cases:
-        out = actual.get(case)
-        if out is None:
-            failures.append(
-                Failure(
-                    "missing_case",
-                    None,
-                    None,
-                    where=case,
-                    detail="the candidate produced no outputs (its run error says why)",
-                )
-            )
-            continue
-        covered = claim.covered(out)
-        reference = claim.covered(expected.get(case, {})) if expected is not None else {}
-        failures.extend(
-            Failure(f.metric, None, None, where=f"case {case}: {f.where}", detail=f.detail)
-            for f in (structure_failures(covered, reference) if expected is not None else [])
-        )
-        for name in sorted(covered):
-            scores = _score_rows(covered[name])
-            data.rows.append(scores)
-            suffix = f"/{name}" if len(covered) > 1 else ""
-            data.origins.extend(
-                f"{case}{suffix}" + (f"[{i}]" if len(scores) > 1 else "")
-                for i in range(len(scores))
-            )
-            if "reference" in entry.needs and name in reference:
-                data.reference.append(_score_rows(reference[name]))
-            if "labels" in entry.needs:
-                label = np.asarray(spec.cases[case].labels[label_key]).reshape(-1)
-                if len(label) != len(scores):
-                    failures.append(
-                        Failure(
-                            "labels",
-                            len(scores),
-                            len(label),
-                            where=f"case {case}: {name}",
-                            detail="one label per row of scores",
-                        )
-                    )
-                    label = np.resize(label, len(scores))
-                data.labels.append(label)
-    evidence: dict[str, Any] = {"cases": len(cases)}
-    observed: float | None = None
-    if data.rows:
-        evidence["rows"] = int(len(data.decided))
-        observed = entry.measure(data)
-        evidence.update(data.evidence)
-        failures.extend(Failure(claim.metric, None, None, detail=d) for d in data.problems)
-    if observed is None:
-        detail = "nothing to measure"
-        if not data.rows:
-            detail += (
-                f": no candidate output matches {', '.join(claim.outputs)}"
-                f" (claims.{claim.id}.outputs)"
-            )
-        failures.append(Failure(claim.metric, claim.bound, None, detail=detail))
-    elif not claim.holds(observed):
-        failures.append(
-            Failure(
-                claim.metric,
-                claim.bound,
-                observed,
-                claim.excess(observed),
-                where=f"over {len(cases)} cases",
-                detail=_ids_detail(evidence),
-            )
-        )
-    return ClaimVerdict(
-        claim_id=claim.id,
-        candidate=candidate,
-        case=None,
-        passed=not failures,
-        oracle=claim.oracle,
-        metric=claim.metric,
-        bound=claim.bound,
-        unit=claim.unit,
-        observed=observed,
-        excess=None if observed is None or claim.holds(observed) else claim.excess(observed),
-        failures=failures,
-        evidence=evidence,
-    )
-
-
-def _score_rows(value: Any) -> Any:
-    """An output of scores as 2-D rows (a scalar is one row of one class)."""
-    import numpy as np
-
-    scores = np.asarray(value, dtype=np.float64)
-    return scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
-
-
-def _ids_detail(evidence: dict[str, Any]) -> str:
-    ids = evidence.get("disagreeing") or []
-    if not ids:
-        return ""
-    more = evidence.get("disagreeing_count", len(ids)) - len(ids)
-    text = f"{evidence.get('disagreeing_word', 'disagreeing')}: {', '.join(ids)}"
-    return text + (f" and {more} more" if more > 0 else "")
-
-
-_SPEED_QUANTILES = {"p50_ms": 0.5, "p90_ms": 0.9, "p95_ms": 0.95}
-
-
-def _speed(
-    spec: Spec, claim: Claim, candidate: str, case_names: list[str], runs: _Runs
-) -> ClaimVerdict:
-    """A speed claim, measured as an experiment (paritygate.bench), never from gate wall times.
-
-    Latency claims (p50/p90/p95) time the candidate alone: cold call apart, warm-up uncounted, at
-    least as many samples as the percentile needs. ``speedup`` runs the reference live and the
-    candidate in interleaved blocks and holds only when the paired ratio clears the baseline's own
-    run-to-run variability *and* reaches the bound. In both, the output while timing must equal
-    the output the other claims were checked on: the code timed is the code gated.
-    """
-    from .bench import min_samples_for, percentile, run_bench, time_side
-    from .compare import compare
-
-    params = claim.params
-    case_name = params.get("case") or (case_names[0] if case_names else None)
-
-    def verdict(observed: Any, failures: list[Failure], evidence: dict[str, Any]) -> ClaimVerdict:
-        passed = not failures and claim.holds(observed)
-        if not failures and not passed:
-            failures = [
-                Failure(
-                    claim.metric,
-                    claim.bound,
-                    observed,
-                    claim.excess(observed),
-                    where=f"case {case_name}",
-                )
-            ]
-        return ClaimVerdict(
-            claim_id=claim.id,
-            candidate=candidate,
-            case=case_name,
-            passed=passed,
-            oracle=claim.oracle,
-            metric=claim.metric,
-            bound=claim.bound,
-            unit=unit_of(claim.metric, claim.unit),
-            observed=observed,
-            excess=None if passed or observed is None else claim.excess(observed),
-            failures=failures,
-            evidence=evidence,
-        )
-
-    if case_name not in spec.cases:
-        raise SpecError(
-            f"speed claim {claim.id!r} times case {case_name!r}, which the spec does not have",
-            where=str(spec.path),
-        )
-    gated = runs.outputs.get(candidate, {}).get(case_name)
-    if gated is None:
-        return verdict(
-            None,
-            [
-                Failure(
-                    "run",
-                    None,
-                    None,
-                    detail=f"runner {candidate} produced no checked outputs for case {case_name} "
-                    "(its run error says why)",
-                )
-            ],
-            {},
-        )
-
-    def same_as_gated(outputs: Any) -> bool:
-        return bool(compare(outputs, gated))
-
-    case = spec.cases[case_name]
-    blocks = int(params["blocks"]) if "blocks" in params else None
-    budget = float(params["budget"]) if "budget" in params else (None if blocks else 10.0)
-    block_size = int(params.get("block_size", 20))
-    warmup = int(params.get("warmup", 5))
-    cand = make_runner(spec.runners[candidate], spec)
-    ref = make_runner(spec.reference, spec) if "reference" in claim.metric_entry.needs else None
-    try:
-        cand.activate()
-        if ref is not None:
-            ref.activate()
-        if ref is None:
-            q = _SPEED_QUANTILES[claim.metric]
-            side = time_side(
-                lambda: cand.run(case).outputs,
-                name=candidate,
-                iterations=max((blocks or 10) * block_size, min_samples_for(q)),
-                warmup=warmup,
-                sync=lambda _: None,
-                check_output=same_as_gated,
-            )
-            observed = percentile(side.end_to_end_s, q) * 1000.0
-            return verdict(
-                observed,
-                [],
-                {
-                    "samples_ms": [s * 1000.0 for s in side.end_to_end_s],
-                    "cold_ms": side.cold_s * 1000.0,
-                    "warmup": warmup,
-                },
-            )
-        # The claim is the threshold: it holds when the whole interval of the speedup clears
-        # the bound (the bench rule's "faster" against that bound), stopping once decided.
-        bound = float(claim.bound)
-        threshold = params.get("threshold") or (abs(bound - 1.0) if bound != 1.0 else None)
-        bench = run_bench(
-            lambda: ref.run(case).outputs,
-            lambda: cand.run(case).outputs,
-            workload=f"{claim.id}:{case_name}",
-            budget=budget,
-            blocks=blocks,
-            threshold=threshold,
-            block_size=int(params["block_size"]) if "block_size" in params else None,
-            sync=lambda _: None,
-            check_outputs=lambda _, out: same_as_gated(out),
-            names=(spec.reference.name, candidate),
-        )
-        failures = []
-        speedup_low = 1.0 / bench.ratio_ci[1] if bench.ratio_ci[1] > 0 else math.inf
-        if not speedup_low >= bound:
-            failures.append(
-                Failure(
-                    "speedup",
-                    claim.bound,
-                    speedup_low,  # the interval's pessimistic end is what is judged
-                    claim.bound - speedup_low,
-                    where=f"case {case_name}",
-                    detail=f"the speedup's interval does not clear the bound: {bench.describe()}",
-                )
-            )
-        return verdict(bench.speedup, failures, bench.to_dict())
-    except RunFailure as exc:
-        return verdict(None, [Failure("run", None, None, detail=exc.describe())], {})
-    except UserError as exc:
-        return verdict(
-            None,
-            [Failure("speed", claim.bound, None, where=f"case {case_name}", detail=exc.one_line())],
-            {},
-        )
-    finally:
-        cand.deactivate()
-        if ref is not None:
-            ref.deactivate()
 
 
 def _cross_adapter(
@@ -463,7 +200,7 @@ def _run_all(
                 except RunFailure as exc:
                     result.errors.append(exc.describe())
                 else:
-                    _check_input_after_run(spec, case, f"runner {name}", result)
+                    check_input_after_run(spec, case, f"runner {name}", result)
                     runs.outputs[name][case] = run.outputs
                     runs.seconds[name][case] = run.seconds
                     if run.stderr.strip():
@@ -596,10 +333,12 @@ def run_gate(
             expected(case)
     # Paired claims first, while the process is fresh: the reference runs live, back to back
     # with the candidate, and nothing the stored runs do can leak into the baseline.
+    from .paired import paired_verdicts
+
     for claim in selected:
         if claim.mode == "paired":
             for candidate in claim.candidates:
-                result.verdicts.extend(_paired_verdicts(spec, claim, candidate, case_names, result))
+                result.verdicts.extend(paired_verdicts(spec, claim, candidate, case_names, result))
     stored_names = runners_that_run(spec, [c.id for c in stored])
     stopped = _run_all(
         spec,
@@ -841,16 +580,19 @@ def _stored_verdicts(
 ) -> None:
     """Every stored claim's verdicts: per candidate for speed and dataset claims, per candidate
     and case for the others (a case the candidate produced nothing for fails as ``run``)."""
+    from .dataset import dataset_verdict
+    from .speed import speed_verdict
+
     for claim in stored:
         for candidate in claim.candidates:
             produced = runs.outputs.get(candidate, {})
             if claim.scope == "speed":
-                result.verdicts.append(_speed(spec, claim, candidate, case_names, runs))
+                result.verdicts.append(speed_verdict(spec, claim, candidate, case_names, produced))
                 continue
             if claim.scope == "dataset":
                 expected_all = {c: e for c in case_names if (e := expected_for(c)) is not None}
                 result.verdicts.append(
-                    _dataset(claim, candidate, spec, case_names, produced, expected_all)
+                    dataset_verdict(claim, candidate, spec, case_names, produced, expected_all)
                 )
                 continue
             for case in case_names:
@@ -937,200 +679,9 @@ def _said_by_a_verdict(
     return any(runner in c.candidates and c.scope != "speed" and c.covers(output) for c in stored)
 
 
-def _check_input_after_run(spec: Spec, case: str, who: str, result: GateResult) -> bool:
-    """The case's input checked against its sha256 pin after a run as well as before: a runner
-    that edits its own input would pass on what it wrote and leave the next gate to drift. A
-    modified input is drift on that case (exit 3), once per case; returns True when it held."""
-    from .files import sha256_file
-    from .results import DriftItem
-
-    path = spec.cases[case].path
-    observed = sha256_file(path) if path.is_file() else None
-    if observed == spec.cases[case].sha256:
-        return True
-    if not any(d.kind == "case-input" and d.subject == case for d in result.drift):
-        result.drift.append(
-            DriftItem(
-                "case-input",
-                case,
-                spec.cases[case].sha256,
-                observed,
-                f"{who} modified the input file {path} during its run "
-                f"({'deleted it' if observed is None else 'it no longer matches its pin'}); "
-                "a runner must not write to its case files: restore the file",
-            )
-        )
-    return False
-
-
 def _drift_item(case: str, exc: Exception) -> Any:
     from .results import DriftItem
 
     return DriftItem(
         "reference-file", f"case {case}", None, None, getattr(exc, "message", str(exc))
-    )
-
-
-def _paired_verdicts(
-    spec: Spec, claim: Claim, candidate: str, cases: list[str], result: GateResult
-) -> list[ClaimVerdict]:
-    """Paired mode: the reference runs live in this process, back to back with the candidate,
-    through the paired oracle (both orders, three runs each). Check (b), a side run again after
-    the other, is byte equality for every oracle: it compares two runs of one unchanged path, so
-    any difference is state the other side leaked. Check (a) is byte equality for no-op claims;
-    for the others it is the claim itself, evaluated in its own metric and scope on both orders'
-    candidate and reference runs."""
-    from .paired import paired
-
-    verdicts: list[ClaimVerdict] = []
-    ref_runner = make_runner(spec.reference, spec)
-    cand_runner = make_runner(spec.runners[candidate], spec)
-    try:
-        ref_runner.activate()
-        cand_runner.activate()
-    except RunFailure as exc:
-        result.errors.append(exc.describe())
-        ref_runner.deactivate()
-        cand_runner.deactivate()
-        return verdicts
-    counter = claim.activity.counter if claim.activity is not None else None
-
-    def kept(outputs: dict[str, Any]) -> dict[str, Any]:
-        # The covered outputs, and the candidate's activity counter the claim's band reads; the
-        # paired oracle's flattener keeps flat names as they are ('boxes/editor').
-        return {k: v for k, v in outputs.items() if claim.covers(k) or k == counter}
-
-    def declared(runner: str, case: str, outputs: dict[str, Any]) -> dict[str, Any]:
-        missing = spec.not_produced(outputs)
-        if missing:
-            error = (
-                f"runner {runner}, case {case}: declared output(s) "
-                f"{', '.join(map(repr, missing))} not produced"
-            )
-            if error not in result.errors:
-                result.errors.append(error)
-        return outputs
-
-    try:
-        for case_name in cases:
-            case = spec.cases[case_name]
-            try:
-                noop = claim.oracle == "no-op"
-                outcome = paired(
-                    lambda case=case, case_name=case_name: kept(
-                        declared(spec.reference.name, case_name, ref_runner.run(case).outputs)
-                    ),
-                    lambda case=case: kept(cand_runner.run(case).outputs),
-                    label=f"{claim.id} {case_name}",
-                    check_a=noop,
-                    keep_outputs=not noop,
-                )
-                _check_input_after_run(
-                    spec, case_name, f"runner {spec.reference.name} or {candidate}", result
-                )
-                if noop:
-                    verdicts.append(_noop_verdict(claim, candidate, case_name, outcome))
-                else:
-                    verdicts.append(_paired_claim_verdict(claim, candidate, case_name, outcome))
-            except RunFailure as exc:
-                result.errors.append(exc.describe())
-    finally:
-        cand_runner.deactivate()
-        ref_runner.deactivate()
-    return verdicts
-
-
-def _byte_failures(outcome: Any) -> list[Failure]:
-    """One failure per differing output of every failed byte-equality check, naming the order,
-    the check, the two runs and the output."""
-    failures = []
-    for check in outcome.checks:
-        if check.passed or not check.exact:
-            continue
-        for diff in check.differences or [None]:
-            failures.append(
-                Failure(
-                    "byte_equality",
-                    0,
-                    None,
-                    where=f"{check.order} check {check.check}: {check.actual_run} vs "
-                    f"{check.expected_run}" + (f", {diff.path}" if diff else ""),
-                    detail=(f"{diff.reason}: {diff.describe()}" if diff else ""),
-                )
-            )
-    return failures
-
-
-def _noop_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> ClaimVerdict:
-    failures = _byte_failures(outcome)
-    observed = max((d.max_abs or 0.0 for c in outcome.checks for d in c.differences), default=0.0)
-    return ClaimVerdict(
-        claim.id,
-        candidate,
-        case,
-        not failures and bool(outcome),
-        claim.oracle,
-        claim.metric,
-        claim.bound,
-        claim.unit,
-        observed=observed,
-        excess=observed if failures else None,
-        failures=failures,
-        evidence={"paired": outcome.to_dict()},
-    )
-
-
-def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> ClaimVerdict:
-    """The claim on the forward order (candidate vs baseline-before) and on the reversed order
-    (candidate-before vs baseline: a candidate that holds only once the reference warmed the
-    process up), plus the leaked-state checks (b) as byte-equality failures."""
-    forward, backward = outcome.outputs["forward"], outcome.outputs["reversed"]
-    verdict = evaluate_claim(
-        claim, candidate, case, forward["candidate"], forward["baseline-before"]
-    )
-    warm = evaluate_claim(
-        claim, candidate, case, backward["candidate-before"], backward["baseline"]
-    )
-    failures = list(verdict.failures)
-    said = {(f.metric, f.where) for f in failures}
-    # A violation both orders show is reported once; one only the reversed order shows is named so.
-    failures += [
-        replace(
-            f,
-            where="reversed order, candidate-before vs baseline"
-            + (f", {f.where}" if f.where else ""),
-        )
-        for f in warm.failures
-        if (f.metric, f.where) not in said
-    ]
-    failures += _byte_failures(outcome)
-    observed = verdict.observed
-    if observed is None or (
-        warm.observed is not None and claim.holds(observed) and not claim.holds(warm.observed)
-    ):
-        observed = warm.observed  # the order that breaks the claim gives the worst value
-    elif (
-        isinstance(observed, (int, float))
-        and isinstance(warm.observed, (int, float))
-        and not math.isnan(observed)
-    ):
-        if not math.isnan(warm.observed):
-            observed = (
-                max(observed, warm.observed)
-                if claim.direction == "max"
-                else min(observed, warm.observed)
-            )
-    excess = None
-    if isinstance(observed, (int, float)) and not claim.holds(observed):
-        excess = claim.excess(observed)
-    evidence = dict(verdict.evidence)
-    evidence["reversed_order"] = {"observed": warm.observed, "passed": warm.passed}
-    evidence["paired"] = outcome.to_dict()
-    return replace(
-        verdict,
-        passed=not failures,
-        observed=observed,
-        excess=excess,
-        failures=failures,
-        evidence=evidence,
     )

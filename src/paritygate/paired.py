@@ -35,8 +35,12 @@ import numpy as np
 
 from ._dtypes import is_ml_float
 from ._host import flatten, synchronize_tree, to_numpy
-from .errors import InputError
-from .results import Tolerance, to_jsonable
+from .drift import check_input_after_run
+from .equivalence import evaluate_claim
+from .errors import InputError, RunFailure
+from .results import ClaimVerdict, Failure, GateResult, Tolerance, to_jsonable
+from .runners import make_runner
+from .spec import Claim, Spec
 
 __all__ = [
     "paired",
@@ -490,3 +494,170 @@ def _tolerance_differences(
             )
         )
     return differences
+
+
+# --------------------------------------------------------------------------------------------
+# A spec's paired claims: the gate's verdicts
+
+
+def paired_verdicts(
+    spec: Spec, claim: Claim, candidate: str, cases: list[str], result: GateResult
+) -> list[ClaimVerdict]:
+    """Paired mode: the reference runs live in this process, back to back with the candidate,
+    through the paired oracle (both orders, three runs each). Check (b), a side run again after
+    the other, is byte equality for every oracle: it compares two runs of one unchanged path, so
+    any difference is state the other side leaked. Check (a) is byte equality for no-op claims;
+    for the others it is the claim itself, evaluated in its own metric and scope on both orders'
+    candidate and reference runs."""
+    verdicts: list[ClaimVerdict] = []
+    ref_runner = make_runner(spec.reference, spec)
+    cand_runner = make_runner(spec.runners[candidate], spec)
+    try:
+        ref_runner.activate()
+        cand_runner.activate()
+    except RunFailure as exc:
+        result.errors.append(exc.describe())
+        ref_runner.deactivate()
+        cand_runner.deactivate()
+        return verdicts
+    counter = claim.activity.counter if claim.activity is not None else None
+
+    def kept(outputs: dict[str, Any]) -> dict[str, Any]:
+        # The covered outputs, and the candidate's activity counter the claim's band reads; the
+        # paired oracle's flattener keeps flat names as they are ('boxes/editor').
+        return {k: v for k, v in outputs.items() if claim.covers(k) or k == counter}
+
+    def declared(runner: str, case: str, outputs: dict[str, Any]) -> dict[str, Any]:
+        missing = spec.not_produced(outputs)
+        if missing:
+            error = (
+                f"runner {runner}, case {case}: declared output(s) "
+                f"{', '.join(map(repr, missing))} not produced"
+            )
+            if error not in result.errors:
+                result.errors.append(error)
+        return outputs
+
+    try:
+        for case_name in cases:
+            case = spec.cases[case_name]
+            try:
+                noop = claim.oracle == "no-op"
+                outcome = paired(
+                    lambda case=case, case_name=case_name: kept(
+                        declared(spec.reference.name, case_name, ref_runner.run(case).outputs)
+                    ),
+                    lambda case=case: kept(cand_runner.run(case).outputs),
+                    label=f"{claim.id} {case_name}",
+                    check_a=noop,
+                    keep_outputs=not noop,
+                )
+                check_input_after_run(
+                    spec, case_name, f"runner {spec.reference.name} or {candidate}", result
+                )
+                if noop:
+                    verdicts.append(_noop_verdict(claim, candidate, case_name, outcome))
+                else:
+                    verdicts.append(_paired_claim_verdict(claim, candidate, case_name, outcome))
+            except RunFailure as exc:
+                result.errors.append(exc.describe())
+    finally:
+        cand_runner.deactivate()
+        ref_runner.deactivate()
+    return verdicts
+
+
+def _byte_failures(outcome: Any) -> list[Failure]:
+    """One failure per differing output of every failed byte-equality check, naming the order,
+    the check, the two runs and the output."""
+    failures = []
+    for check in outcome.checks:
+        if check.passed or not check.exact:
+            continue
+        for diff in check.differences or [None]:
+            failures.append(
+                Failure(
+                    "byte_equality",
+                    0,
+                    None,
+                    where=f"{check.order} check {check.check}: {check.actual_run} vs "
+                    f"{check.expected_run}" + (f", {diff.path}" if diff else ""),
+                    detail=(f"{diff.reason}: {diff.describe()}" if diff else ""),
+                )
+            )
+    return failures
+
+
+def _noop_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> ClaimVerdict:
+    failures = _byte_failures(outcome)
+    observed = max((d.max_abs or 0.0 for c in outcome.checks for d in c.differences), default=0.0)
+    return ClaimVerdict(
+        claim.id,
+        candidate,
+        case,
+        not failures and bool(outcome),
+        claim.oracle,
+        claim.metric,
+        claim.bound,
+        claim.unit,
+        observed=observed,
+        excess=observed if failures else None,
+        failures=failures,
+        evidence={"paired": outcome.to_dict()},
+    )
+
+
+def _paired_claim_verdict(claim: Claim, candidate: str, case: str, outcome: Any) -> ClaimVerdict:
+    """The claim on the forward order (candidate vs baseline-before) and on the reversed order
+    (candidate-before vs baseline: a candidate that holds only once the reference warmed the
+    process up), plus the leaked-state checks (b) as byte-equality failures."""
+    forward, backward = outcome.outputs["forward"], outcome.outputs["reversed"]
+    verdict = evaluate_claim(
+        claim, candidate, case, forward["candidate"], forward["baseline-before"]
+    )
+    warm = evaluate_claim(
+        claim, candidate, case, backward["candidate-before"], backward["baseline"]
+    )
+    failures = list(verdict.failures)
+    said = {(f.metric, f.where) for f in failures}
+    # A violation both orders show is reported once; one only the reversed order shows is named so.
+    failures += [
+        replace(
+            f,
+            where="reversed order, candidate-before vs baseline"
+            + (f", {f.where}" if f.where else ""),
+        )
+        for f in warm.failures
+        if (f.metric, f.where) not in said
+    ]
+    failures += _byte_failures(outcome)
+    observed = verdict.observed
+    if observed is None or (
+        warm.observed is not None and claim.holds(observed) and not claim.holds(warm.observed)
+    ):
+        observed = warm.observed  # the order that breaks the claim gives the worst value
+    elif (
+        isinstance(observed, (int, float))
+        and isinstance(warm.observed, (int, float))
+        and not math.isnan(observed)
+    ):
+        if not math.isnan(warm.observed):
+            observed = (
+                max(observed, warm.observed)
+                if claim.direction == "max"
+                else min(observed, warm.observed)
+            )
+    excess = None
+    if isinstance(observed, (int, float)) and not claim.holds(observed):
+        excess = claim.excess(observed)
+    evidence = dict(verdict.evidence)
+    evidence["reversed_order"] = {"observed": warm.observed, "passed": warm.passed}
+    evidence["paired"] = outcome.to_dict()
+    return replace(
+        verdict,
+        passed=not failures,
+        observed=observed,
+        excess=excess,
+        failures=failures,
+        evidence=evidence,
+    )

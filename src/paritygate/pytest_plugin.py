@@ -194,7 +194,8 @@ def _gate_function(request: pytest.FixtureRequest) -> Callable[..., Any]:
 def headline(data: dict[str, Any]) -> str:
     """The first line of a failed gate: what pytest's short summary shows. Names the first
     violated claim, its case and by how much, and counts the rest."""
-    from .reports.terminal import run_error_groups, short
+    from .reports._common import fmt
+    from .reports.terminal import run_error_groups
 
     failing = [v for v in data.get("verdicts") or [] if not v.get("passed")]
     more = len(failing) - 1
@@ -213,8 +214,8 @@ def headline(data: dict[str, Any]) -> str:
     failures = v.get("failures") or []
     if v.get("excess") is not None:
         text += (
-            f"over by {short(v.get('excess'))} ({v.get('metric')} {short(v.get('observed'))}, "
-            f"bound {short(v.get('bound'))})"
+            f"over by {fmt(v.get('excess'), compact=True)} ({v.get('metric')} "
+            f"{fmt(v.get('observed'), compact=True)}, bound {fmt(v.get('bound'), compact=True)})"
         )
     elif failures:
         f = failures[0]

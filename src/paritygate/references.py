@@ -49,7 +49,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DriftError, InputError, RunFailure, UserError
-from .files import atomic_write_text, load_outputs, save_outputs, sha256_file
+from .files import (
+    atomic_write_text,
+    fsync_folder,
+    load_outputs,
+    save_outputs,
+    sha256_file,
+    staging_folder,
+)
 from .outputs import flatten_outputs
 from .provenance import capture, check_file_pins, check_package_pin, utc_now
 from .results import DriftItem
@@ -83,13 +90,6 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     body = {k: v for k, v in manifest.items() if k != "digest"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _umask() -> int:
-    # mkstemp/mkdtemp create private files; the final reference gets the usual permissions.
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # --------------------------------------------------------------------------------------------
@@ -700,11 +700,10 @@ def _write_version(
     failure before the switch, remove what was written (the previous reference is untouched)."""
     _clean_leftovers(folder, old)
     folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder, prefix="v-tmp-"))
+    staging = staging_folder(folder, "v-tmp-")
     version = staging
     switched = False
     try:
-        os.chmod(staging, 0o777 & ~_umask())
         _hook("staging-created")
         manifest = _write(spec, staging, outputs, seconds)
         # The version folder is named by its content: identical outputs record to identical
@@ -735,7 +734,7 @@ def _write_version(
         # replaced by a rename. A reader sees the old reference or the new one, never neither.
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         switched = state["switched"] = True
-        _fsync_folder(folder)
+        fsync_folder(folder)
         _hook("after-switch")
         # The version just replaced stays until the next record: a gate or verify that read the
         # old manifest before the switch finishes on the files it points to.
@@ -790,19 +789,6 @@ def _hook(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _clean_leftovers(folder: Path, current: Reference | None, keep: set[str] | None = None) -> None:
     """Remove what interrupted records left (under the record lock): the temporary and retired
     folders of the former swap (``.references.tmp-*``, ``.references.old-*``), unfinished
@@ -834,8 +820,7 @@ def _write(
     manifest, its file names relative to that folder (see :func:`_prefix`)."""
     import numpy as np
 
-    (tmp / "outputs").mkdir()
-    os.chmod(tmp / "outputs", 0o777 & ~_umask())
+    (tmp / "outputs").mkdir()  # the mode a plain mkdir gives, as its parent has
     files: dict[str, str] = {}
     cases: dict[str, Any] = {}
     for case_name, tree in outputs.items():

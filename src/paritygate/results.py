@@ -109,11 +109,11 @@ class Failure:
         if self.where:
             parts.append(f"at {self.where}")
         if self.observed is not None:
-            parts.append(f"observed {_fmt(self.observed)}")
+            parts.append(f"observed {format_number(self.observed)}")
         if self.bound is not None:
-            parts.append(f"bound {_fmt(self.bound)}")
+            parts.append(f"bound {format_number(self.bound)}")
         if self.excess is not None:
-            parts.append(f"exceeded by {_fmt(self.excess)}")
+            parts.append(f"exceeded by {format_number(self.excess)}")
         text = " ".join(parts)
         if self.detail:
             text += f" ({self.detail})"
@@ -204,10 +204,6 @@ class Comparison:
         data = to_jsonable(self)
         data["passed"] = self.passed
         return data
-
-
-def _fmt(value: Any) -> str:
-    return format_number(value, none="None")
 
 
 def to_jsonable(value: Any) -> Any:

@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ._format import format_number as _fmt
 from .errors import InputError
 from .results import Failure
-from .structured import _bound, _fmt, _Verdict, _where_label, compare_sequences
+from .structured import _bound, _Verdict, _where_label, compare_sequences
 
 __all__ = [
     "TokenIdsResult",

@@ -99,10 +99,6 @@ def _edge_delta(actual: float, expected: float) -> float:
     return 0.0 if actual == expected else math.inf
 
 
-def _fmt(value: float) -> str:
-    return format_number(value)
-
-
 # ---------------------------------------------------------------------------------------------
 # (a) keyed boxes / segments
 
@@ -128,7 +124,7 @@ class KeyedBoxesResult(_Verdict):
         n_edges = sum(len(d) for d in self.edge_deltas.values())
         text = (
             f"{len(self.edge_deltas)} labels, {n_edges} edges, max delta "
-            f"{_fmt(self.observed_max_delta)}"
+            f"{format_number(self.observed_max_delta)}"
         )
         if self.worst:
             text += f" at {self.worst}"
@@ -241,7 +237,7 @@ def compare_keyed_boxes(
                         observed=delta,
                         excess=delta - bounds[edge],
                         where=f"{label}.{edge}",
-                        detail=f"actual {_fmt(a)}, expected {_fmt(e)}",
+                        detail=f"actual {format_number(a)}, expected {format_number(e)}",
                     )
                 )
         edge_deltas[label] = deltas
@@ -334,12 +330,12 @@ class MatchedBoxesResult(_Verdict):
     def summary(self) -> str:
         text = (
             f"{len(self.pairs)} pairs of {self.n_actual} actual / {self.n_expected} expected "
-            f"boxes at IoU >= {_fmt(self.min_iou)}"
+            f"boxes at IoU >= {format_number(self.min_iou)}"
         )
         if self.observed_min_iou is not None:
-            text += f", lowest IoU {_fmt(self.observed_min_iou)}"
+            text += f", lowest IoU {format_number(self.observed_min_iou)}"
         if self.observed_max_delta is not None:
-            text += f", max edge delta {_fmt(self.observed_max_delta)}"
+            text += f", max edge delta {format_number(self.observed_max_delta)}"
         return text
 
 
@@ -427,7 +423,7 @@ def match_boxes(
                             observed=delta,
                             excess=delta - edge_bound,
                             where=f"expected[{j}].{edge}",
-                            detail=f"matched to actual[{i}], IoU {_fmt(float(iou[i, j]))}",
+                            detail=f"matched to actual[{i}], IoU {format_number(float(iou[i, j]))}",
                         )
                     )
     unmatched_e = [j for j in range(len(e)) if j not in matched_e]
@@ -494,7 +490,7 @@ def _unmatched_failure(
             detail=f"no {other} box of the same class",
         )
     best_iou = float(overlaps[best])
-    detail = f"best overlap {other}[{best}] IoU {_fmt(best_iou)}"
+    detail = f"best overlap {other}[{best}] IoU {format_number(best_iou)}"
     if best_iou >= threshold:
         detail += ", which pairs better with another box"
     return Failure(
@@ -688,12 +684,12 @@ class ClassDecisionResult(_Verdict):
         agree = self.n_rows - self.argmax_disagreements
         text = (
             f"argmax agrees on {agree}/{self.n_rows} rows, max prob drift "
-            f"{_fmt(self.max_prob_drift)}, KL max {_fmt(self.kl_max)}"
+            f"{format_number(self.max_prob_drift)}, KL max {format_number(self.kl_max)}"
         )
         if self.topk_agreement is not None:
-            text += f", top-{self.top_k} agreement {_fmt(self.topk_agreement)}"
+            text += f", top-{self.top_k} agreement {format_number(self.topk_agreement)}"
         if self.ece_actual is not None:
-            text += f", ECE {_fmt(self.ece_actual)} vs {_fmt(self.ece_expected)}"
+            text += f", ECE {format_number(self.ece_actual)} vs {format_number(self.ece_expected)}"
         return text
 
 
@@ -716,6 +712,23 @@ def expected_calibration_error(probabilities: Any, labels: Any, *, n_bins: int =
     acc_sum = np.bincount(bins, weights=correct, minlength=n_bins)
     conf_sum = np.bincount(bins, weights=confidence, minlength=n_bins)
     return float(np.abs(acc_sum - conf_sum).sum() / len(probs))
+
+
+def score_rows(value: Any) -> np.ndarray:
+    """An output of scores as 2-D float64 rows, class axis last (a scalar is one row of one
+    class): the rows a dataset claim decides on."""
+    scores = np.asarray(value, dtype=np.float64)
+    return scores.reshape(-1, scores.shape[-1]) if scores.ndim else scores.reshape(1, 1)
+
+
+def class_probabilities(rows: Any, inputs: str) -> np.ndarray:
+    """Rows of scores as probabilities: a softmax over the last axis (float64, the maximum
+    subtracted first) for ``"logits"``, the rows as they are for ``"probabilities"``."""
+    if inputs == "logits":
+        from scipy.special import softmax
+
+        return softmax(np.asarray(rows, dtype=np.float64), axis=-1)
+    return np.asarray(rows)
 
 
 def _as_rows(value: Any, side: str, axis: int, path: str) -> np.ndarray:
@@ -764,7 +777,7 @@ def compare_class_decisions(
 
     A bound left at None is measured and reported but not enforced.
     """
-    from scipy.special import log_softmax, rel_entr, softmax
+    from scipy.special import log_softmax, rel_entr
 
     if inputs not in ("logits", "probabilities"):
         raise InputError(
@@ -809,7 +822,7 @@ def compare_class_decisions(
         raise InputError("min_topk_agreement needs top_k", where=_where_label(path))
 
     if inputs == "logits":
-        pa, pe = softmax(a2, axis=1), softmax(e2, axis=1)
+        pa, pe = class_probabilities(a2, inputs), class_probabilities(e2, inputs)
         log_pa, log_pe = log_softmax(a2, axis=1), log_softmax(e2, axis=1)
         kl_rows = np.where(pe > 0, pe * (log_pe - log_pa), 0.0).sum(axis=1)
     else:
@@ -916,7 +929,7 @@ def compare_class_decisions(
                 excess=kl_max - bound,
                 where=f"row {kl_row}",
                 detail=f"KL(expected || actual); {n_over} of {n_rows} rows "
-                f"beyond the bound, mean {_fmt(kl_mean)}",
+                f"beyond the bound, mean {format_number(kl_mean)}",
             )
         )
 
@@ -943,7 +956,8 @@ def compare_class_decisions(
                     observed=ece_inc,
                     excess=ece_inc - bound,
                     where=f"{n_rows} rows",
-                    detail=f"ECE actual {_fmt(ece_a)}, expected {_fmt(ece_e)} ({n_bins} bins)",
+                    detail=f"ECE actual {format_number(ece_a)}, expected "
+                    f"{format_number(ece_e)} ({n_bins} bins)",
                 )
             )
     elif bounds["max_ece_increase"] is not None:
@@ -996,7 +1010,8 @@ class ImageResult(_Verdict):
 
     def summary(self) -> str:
         return (
-            f"SSIM {_fmt(self.ssim)}, PSNR {_fmt(self.psnr)} dB, data range {_fmt(self.data_range)}"
+            f"SSIM {format_number(self.ssim)}, PSNR {format_number(self.psnr)} dB, "
+            f"data range {format_number(self.data_range)}"
         )
 
 
@@ -1087,7 +1102,7 @@ def compare_images(
                 bound=lower_psnr,
                 observed=psnr,
                 excess=lower_psnr - psnr if finite else None,
-                detail=nan_detail or f"mse {_fmt(mse)}",
+                detail=nan_detail or f"mse {format_number(mse)}",
             )
         )
     return ImageResult(

@@ -27,9 +27,9 @@ import pytest
 import torch
 
 import paritygate.metrics as metrics
+from paritygate.backends import host
 from paritygate.backends import jax as jax_backend
 from paritygate.backends import mlx as mlx_backend
-from paritygate.backends import numpy as host
 from paritygate.backends import onnxruntime as ort_backend
 from paritygate.backends import torch as torch_backend
 from paritygate.results import Tolerance

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from paritygate import InputError, Tolerance, compare
-from paritygate.backends import _numba_kernel
-from paritygate.backends import numpy as host
+from paritygate.backends import _numba_kernel, host
 from paritygate.results import to_jsonable
 
 BLOCK = host.BLOCK
@@ -423,7 +422,7 @@ def test_subnormal_against_huge_float64_gives_a_defined_cosine(kernel):
 
 _CACHE_RUN = """
 import numpy as np
-from paritygate.backends import numpy as host
+from paritygate.backends import host
 from paritygate.results import Tolerance
 a = np.linspace(0, 1, 100_000, dtype=np.float32)
 r = host.compare_arrays(a, a + np.float32(1e-3), Tolerance(atol=1e-6), "x", kernel="numba")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from paritygate import compare
-from paritygate.backends import numpy as host
+from paritygate.backends import host
 from paritygate.results import Tolerance, to_jsonable
 
 FLOATS = [np.float16, np.float32, np.float64]

@@ -176,7 +176,7 @@ def test_a_per_edge_claim_is_calibrated_from_per_edge_deltas_and_keeps_its_metri
     assert main(["record", str(spec)]) == 0
     args = ["calibrate", str(spec), "--claim", "panel-edges", "--min-cases", "3"]
     assert main([*args, "--mutations", "shift,swap", "--write"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
     assert "cannot be calibrated" not in out
     assert "propose bound 0 on every edge (max_edge_delta = 0)" in out
     assert "spec now: max_edge_delta <= 2" in out and "was not measured" not in out

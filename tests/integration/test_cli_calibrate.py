@@ -185,7 +185,7 @@ def test_paired_claim_gets_a_bound_and_write_keeps_comments(project, capsys):
         )
         == 0
     )
-    out = capsys.readouterr().out
+    out = _words(capsys.readouterr().out)
     assert "paired mode, 16 cases" in out
     assert "zeroed column" in out and "caught in 16/16 cases" in out
     assert "probability about 1/(n+1) = 5.9%" in out
@@ -363,8 +363,19 @@ def test_builtin_mutations_can_be_chosen(project, capsys):
     assert "no mutation changed the candidate's outputs" in capsys.readouterr().out
 
 
+def _words(out: str) -> str:
+    """The output with its line wrapping undone (it wraps at the terminal's width)."""
+    return " ".join(out.split())
+
+
 def _judged(out: str) -> str:
-    return next(line for line in out.splitlines() if line.startswith("spec now: "))
+    """The "spec now:" line with its continuation lines (indented) joined back."""
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("spec now: "))
+    end = first + 1
+    while end < len(lines) and lines[end].startswith("  "):
+        end += 1
+    return _words("\n".join(lines[first:end]))
 
 
 def test_the_specs_current_bound_is_judged_on_the_measured_distributions(project, capsys, tmp_path):
@@ -405,7 +416,7 @@ def test_an_approximation_refused_on_output_mutations_names_what_hides_in_the_no
     )
     assert load_spec(project).claims["y-half"].oracle == "approximation"
     code = main(["calibrate", str(project), "--claim", "y-half", "--mutations", "bfloat16,shift"])
-    out = capsys.readouterr().out
+    out = _words(capsys.readouterr().out)
     assert code == 1
     assert "inside the noise: bfloat16; beyond it: shift(axis=-1,by=1)" in out
     assert "an approximation claim is calibrated against the bugs it must catch" in out
@@ -480,7 +491,7 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     # The never-skipping cache hides in the quality metric's noise; the activity band rejects it
     # in every case, so it is reported as caught by the band and kept out of the metric's gap.
     assert main(args) == 0
-    out = capsys.readouterr().out
+    out = _words(capsys.readouterr().out)
     counter = "@calls:calib:body"
     assert f"activity {counter} (min..max over runs): candidate 5..6; never skips 0..0" in out
     assert f"caught in 16/16 cases by the activity band {counter} in 5..6, not by the metric" in out
@@ -496,7 +507,7 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
         )
     )
     assert main(args) == 1
-    out = capsys.readouterr().out
+    out = _words(capsys.readouterr().out)
     assert "inside the noise: never skips" in out and "spec activity band" not in out
     # A band that lets the never-skipping cache through (0 is inside it) keeps it in the gap.
     project.write_text(
@@ -505,7 +516,7 @@ def test_an_activity_band_is_judged_on_the_counters_measured(project, capsys):
     )
     assert load_spec(project).claims["y-cache"].activity is not None
     assert main(args) == 1
-    out = capsys.readouterr().out
+    out = _words(capsys.readouterr().out)
     assert "inside the noise: never skips" in out
     assert (
         "spec activity band: @calls:calib:body in 0..9: the candidate is inside it in 16 of 16 runs"
@@ -594,3 +605,55 @@ def test_a_cosine_undefined_on_zero_outputs_is_said_undefined_not_minus_inf(tmp_
         row = next(line for line in out.splitlines() if line.startswith("cosine "))
         assert ("undefined" in row) == undefined, row
         assert ("cosine: undefined on 2 of 2 noise runs" in out) == undefined, out
+
+
+def test_output_fits_80_columns_with_the_proposal_on_a_line_of_its_own(
+    project, capsys, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "80")
+    for claim, mutation, code in (
+        ("y-close", "zeroed column=calib:candidate32_zeroed", 0),
+        ("y-half", "scaled=calib:candidate16_scaled", 1),
+        ("noop", None, 0),
+    ):
+        args = ["calibrate", str(project), "--claim", claim]
+        args += ["--model-mutation", mutation] if mutation else []
+        assert main(args) == code
+        out = capsys.readouterr().out.splitlines()
+        assert [line for line in out if len(line) > 80] == [], claim
+        if claim == "y-close":
+            proposal = [line for line in out if line.startswith("proposal: ")]
+            assert len(proposal) == 1 and proposal[0].split()[1:3] == ["max_abs", "<="]
+            assert len(proposal[0].split()) == 4  # metric, sign, bound: nothing else on it
+        if claim == "y-half":  # a refusal wraps at spaces: its words are all there
+            refusal = " ".join(" ".join(out).split())
+            assert "REFUSED: no gap between noise and the smallest bug" in refusal
+    # The same run piped with COLUMNS unset takes 100 columns, as the gate's output does.
+    monkeypatch.delenv("COLUMNS")
+    assert main(["calibrate", str(project), "--claim", "noop"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) > 80 and all(len(line) <= 100 for line in lines)
+
+
+def test_a_runner_that_raises_is_one_short_line_naming_the_file_with_its_traceback(
+    project, capsys, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "80")
+    (project.parent / "crashy.py").write_text(
+        "def port(case):\n    raise ValueError('the port broke: ' + 'x' * 600)\n"
+    )
+    text = project.read_text() + (
+        '\n[runners.crashy]\nrole = "candidate"\ncallable = "crashy:port"\n\n'
+        '[claims.y-crash]\noutputs = ["y"]\nmetric = "max_abs"\nbound = 1e-3\n'
+        'oracle = "equivalence"\nmode = "paired"\nstatus = "provisional"\n'
+        'candidates = ["crashy"]\n'
+    )
+    project.write_text(text)
+    assert main(["calibrate", str(project), "--claim", "y-crash"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    detail = project.parent / "parity-reports" / "parity" / "calibrate-y-crash-error.txt"
+    assert "runner crashy" in err[0] and "ValueError: the port broke" in err[0]
+    assert f"its stderr and traceback: {detail}" in err[0]
+    assert len(err[0]) - len(str(detail)) <= 300  # short, but for the path
+    assert "Traceback" in detail.read_text() and "x" * 600 in detail.read_text()

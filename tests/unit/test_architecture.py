@@ -1,5 +1,5 @@
 """The package's shape, checked: no import circle inside src/ (imports inside functions count),
-and docs/architecture.md lists every module."""
+docs/architecture.md lists every module in a layer, and no module imports from a higher one."""
 
 from __future__ import annotations
 
@@ -129,6 +129,64 @@ def test_architecture_md_lists_every_module():
     modules = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
     assert sorted(modules - listed) == [], "modules docs/architecture.md does not list"
     assert sorted(listed - modules) == [], "docs/architecture.md lists modules that do not exist"
+
+
+def layers() -> tuple[list[str], dict[str, str]]:
+    """The layers of docs/architecture.md's table, bottom to top (in the order the table lists
+    them, each layer's rows together), and each module's layer."""
+    order: list[str] = []
+    layer_of: dict[str, str] = {}
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or cells[0] in ("layer", "---"):
+            continue
+        files = re.findall(r"`([A-Za-z0-9_/]+\.py)`", cells[1])
+        if not files:
+            continue
+        if cells[0] not in order:
+            order.append(cells[0])
+        assert order[-1] == cells[0], f"the rows of layer {cells[0]!r} are not together"
+        for name in files:
+            parts = ["paritygate", *name[: -len(".py")].split("/")]
+            layer_of[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = cells[0]
+    return order, layer_of
+
+
+def upward_imports(
+    graph: dict[str, set[str]], order: list[str], layer_of: dict[str, str]
+) -> list[str]:
+    """Every import of a module from a higher layer, as ``importer (layer) -> imported (layer)``."""
+    rank = {name: i for i, name in enumerate(order)}
+    return [
+        f"{module} ({layer_of[module]}) -> {target} ({layer_of[target]})"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if module in layer_of
+        and target in layer_of
+        and rank[layer_of[target]] > rank[layer_of[module]]
+    ]
+
+
+def test_the_layer_checker_finds_an_import_from_a_higher_layer():
+    order = ["base", "oracles"]
+    layer_of = {"paritygate.a": "base", "paritygate.b": "oracles"}
+    assert (
+        upward_imports({"paritygate.a": set(), "paritygate.b": {"paritygate.a"}}, order, layer_of)
+        == []
+    )
+    assert upward_imports(
+        {"paritygate.a": {"paritygate.b"}, "paritygate.b": set()}, order, layer_of
+    ) == ["paritygate.a (base) -> paritygate.b (oracles)"]
+
+
+def test_no_module_imports_from_a_higher_layer():
+    """The layer rule of docs/architecture.md, function-level imports included."""
+    order, layer_of = layers()
+    assert order[0] == "base" and order[-1] == "entry points", order
+    graph = import_graph()
+    assert sorted(set(graph) - set(layer_of)) == [], "modules without a layer"
+    assert upward_imports(graph, order, layer_of) == []
 
 
 def test_the_product_speaks_for_itself():

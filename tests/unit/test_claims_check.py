@@ -460,3 +460,84 @@ def test_bounds_written_differently_but_equal_in_decimal_pass(tmp_path, publishe
     text = README.replace("cosine ≥ 0.97 <!--", f"cosine ≥ {published} <!--")
     (tmp_path / "README.md").write_text(text)
     assert check_claims([tmp_path / "README.md"], spec).problems == []
+
+
+# --------------------------------------------------------------------------------------------
+# --unmarked: every figure of a published doc or section is tied to the spec or a result file
+
+SECTIONED = """\
+# Detector port
+
+## Claims
+
+The port matches the reference within **≤ 2 px** <!-- claim: boxes.edge_px --> on every edge
+of the 8 edges (4 boxes), over 40 cases, with MLX 0.32.4 and `1.5x` in code; its cosine is
+0.9987 <!-- measured: results/gate.json#/verdicts/1/observed -->.
+
+## Speed
+
+q4 is 5x faster and the port 3.50x as fast, 12 ms per call.
+"""
+
+
+def test_unmarked_figures_of_a_published_section_fail_and_marked_ones_pass(tmp_path, capsys):
+    spec, readme = _project(
+        tmp_path, spec_claims=_claims(published='["README.md#claims"]'), readme=SECTIONED
+    )
+    # The marker is in the published section and every figure there is tied: both modes pass
+    # ("8 edges", "4 boxes", "40 cases" are counts; a version and code are no figures).
+    assert check_claims([readme], spec).problems == []
+    assert check_claims([readme], spec, unmarked=True).problems == []
+    assert main(["claims", "check", "--unmarked", "README.md", "--spec", str(spec)]) == 0
+    capsys.readouterr()
+    # Publish the whole README: the speed section's figures are unmarked.
+    spec.write_text(spec.read_text().replace('["README.md#claims"]', '["README.md"]'))
+    assert check_claims([readme], spec).problems == []  # without --unmarked: as before
+    problems = [str(p) for p in check_claims([readme], spec, unmarked=True).problems]
+    assert [p.split(": ", 1)[0] for p in problems] == ["README.md:11"] * 3
+    assert ["'5x'" in problems[0], "'3.50x'" in problems[1], "'12 ms'" in problems[2]] == [True] * 3
+    assert "unmarked number '5x' in README.md, which the spec publishes" in problems[0]
+    assert main(["claims", "check", "--unmarked", "README.md", "--spec", str(spec)]) == 1
+    out = capsys.readouterr().out
+    assert "README.md:11: unmarked number '3.50x'" in out
+
+
+def test_a_published_section_must_hold_the_claims_marker_and_exist(tmp_path):
+    spec, readme = _project(
+        tmp_path, spec_claims=_claims(published='["README.md#speed"]'), readme=SECTIONED
+    )
+    [problem] = check_claims([readme], spec).problems
+    assert str(problem).startswith("README.md:9: claim boxes.edge_px:")
+    assert "its section #speed has no '<!-- claim: boxes.edge_px -->' marker" in str(problem)
+    spec.write_text(spec.read_text().replace("README.md#speed", "README.md#results"))
+    [problem] = check_claims([readme], spec).problems
+    assert "README.md has no heading whose anchor is #results" in str(problem)
+
+
+def test_unmarked_without_a_published_doc_is_an_input_error(tmp_path, capsys):
+    spec, readme = _project(tmp_path, spec_claims=_claims(published="[]"))
+    with pytest.raises(InputError, match="no claim lists one"):
+        check_claims([readme], spec, unmarked=True)
+    assert main(["claims", "check", "--unmarked", "README.md", "--spec", str(spec)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "line,figures",
+    [
+        ("q4 is 5x faster, 3.50x and 1.3× the baseline", ["5x", "3.50x", "1.3×"]),
+        ("≤ 2 px, ≥ 0.97, 97.5 %, 3.2 × 10^-5 and 1e-6", ["≤ 2 px", "≥ 0.97", "97.5 %"]),
+        ("16 cases, (1), sha256, h200, 2026-12-01, 8×8, v1.2, MLX 0.32.4 and 64.", []),
+        ("a [link](https://x.org/v1.5) <!-- 2.5 ms in a comment --> and `0.5 ms`", []),
+        ("0.9987 <!-- measured: r.json#/a --> then 0.71 alone", ["0.71"]),
+    ],
+)
+def test_what_counts_as_an_unmarked_figure(tmp_path, line, figures):
+    from paritygate.claims_check import find_unmarked
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# T\n\n{line}\n")
+    found = [n.text for _, n in find_unmarked(doc)]
+    if line.startswith("≤"):
+        figures = [*figures, "3.2 × 10^-5", "1e-6"]
+    assert found == figures

@@ -80,6 +80,34 @@ def test_npz_round_trip_and_names_that_clash_with_numpy_keywords(tmp_path):
     assert loaded["pixels"].dtype == np.uint8
 
 
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_nested_dicts_and_lists_save_under_the_gates_names(tmp_path, suffix):
+    """A list of arrays is one output per item (``a/0``, ``a/1``), as the gate names them, not one
+    stacked array; dicts inside lists and lists inside dicts keep their paths."""
+    x, y = np.arange(3, dtype=np.float32), np.arange(3, 6, dtype=np.float32)
+    tree = {
+        "a": [x, y],
+        "b": {"c": [{"d": x}, (y, np.int64(7))], "e": [[1, 2], [3, 4]]},
+    }
+    loaded = flatten_outputs(load_outputs(save_outputs(tmp_path / f"out{suffix}", tree)))
+    expected = flatten_outputs(tree)
+    assert list(expected) == ["a/0", "a/1", "b/c/0/d", "b/c/1/0", "b/c/1/1", "b/e"]
+    assert sorted(loaded) == sorted(expected)
+    for name, value in expected.items():
+        assert loaded[name].shape == np.shape(value), name
+        assert loaded[name].tolist() == np.asarray(value).tolist(), name
+    assert loaded["b/e"].shape == (2, 2)  # a rectangular list of numbers is one array
+
+
+def test_saving_names_a_bad_leaf_by_its_path(tmp_path):
+    with pytest.raises(InputError) as exc:
+        save_outputs(tmp_path / "out.npz", {"a": [np.ones(2), {"b": None}]})
+    assert "a/1/b" in _one_line(exc) and "out.npz" in _one_line(exc)
+    with pytest.raises(InputError) as exc:
+        save_outputs(tmp_path / "out.npz", {"a": ["text", np.ones(2)]})
+    assert "'a/0'" in _one_line(exc) and ".json" in _one_line(exc)
+
+
 def test_npz_refuses_bfloat16_it_cannot_store_faithfully(tmp_path):
     with pytest.raises(InputError) as exc:
         save_outputs(tmp_path / "out.npz", {"x": np.ones(2, dtype=ml_dtypes.bfloat16)})

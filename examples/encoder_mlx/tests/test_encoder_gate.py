@@ -105,6 +105,32 @@ def test_docs_publish_the_numbers_the_gates_enforce(example_folder, doc, spec_na
     )
 
 
+def test_every_figure_of_the_published_claims_section_is_tied(example_folder, tmp_path, capsys):
+    """parity.toml publishes its claims in README.md#claims: with --unmarked, a figure written
+    there without a marker fails, one outside the section does not."""
+    args = ["claims", "check", "--unmarked", "--spec"]
+    assert main([*args, str(example_folder / "parity.toml")]) == 0
+    capsys.readouterr()
+    project = tmp_path / "encoder_mlx"
+    project.mkdir()
+    for name in ("parity.toml", "README.md"):
+        shutil.copy(example_folder / name, project)
+    for folder in ("calibration", "bench-results"):
+        shutil.copytree(example_folder / folder, project / folder)
+    text = (project / "README.md").read_text()
+    claims, after = text.split("\n## Claims\n", 1)[1].split("\n## ", 1)
+    assert main([*args, str(project / "parity.toml")]) == 0  # the copy, as it is
+    capsys.readouterr()
+    (project / "README.md").write_text(
+        text.replace("\n## Claims\n", "\n## Claims\n\nOn the GPU q4 is 3.50x faster.\n", 1)
+    )
+    assert main([*args, str(project / "parity.toml")]) == 1
+    assert "unmarked number '3.50x' in README.md#claims" in capsys.readouterr().out
+    assert claims and after  # a figure after the section is not the section's
+    (project / "README.md").write_text(text + "\nOn the GPU q4 is 3.50x faster.\n")
+    assert main([*args, str(project / "parity.toml")]) == 0
+
+
 def test_a_doc_promising_more_than_the_gate_enforces_fails(example_folder, tmp_path, capsys):
     project = tmp_path / "encoder_mlx"
     project.mkdir()

@@ -162,7 +162,7 @@ def compare_on_host(
 ) -> OutputComparison:
     """The host engine's comparison of a pair the device cannot compare exactly: the backend's
     arrays (``is_array``) are copied with ``to_numpy``, and ``why`` is added to ``promotion``."""
-    from . import numpy as host
+    from . import host
 
     a = to_numpy(actual) if is_array(actual) else actual
     e = to_numpy(expected) if is_array(expected) else expected

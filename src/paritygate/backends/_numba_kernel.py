@@ -1,7 +1,7 @@
 """Fused comparison kernel through numba (the optional extra ``fast``).
 
 One pass over both arrays computes every per-block partial of the host kernel
-(:mod:`paritygate.backends.numpy`): the blocks are the same, each block's partials land in its own
+(:mod:`paritygate.backends.host`): the blocks are the same, each block's partials land in its own
 row, and the reduction over blocks and the worst-k revisit are shared with the numpy path. Blocks
 are split between threads (the compiled kernel releases the GIL), so the partial results do not
 depend on the number of threads: counts, maxima and the worst elements agree exactly with the

@@ -3,7 +3,7 @@
 ``InferenceSession.run`` already returns numpy arrays; ``run_with_ort_values`` and IO binding
 return ``OrtValue``s. An ``OrtValue`` in CPU memory is viewed as a numpy array over the same
 buffer (``OrtValue.numpy()`` shares it; bfloat16 is viewed through its address, as numpy has no
-bfloat16 of its own), so the comparison is the host kernel's (:mod:`paritygate.backends.numpy`)
+bfloat16 of its own), so the comparison is the host kernel's (:mod:`paritygate.backends.host`)
 and nothing is copied. An ``OrtValue`` in device memory (CUDA, DirectML ...) is copied to the
 host first, and the comparison's ``promotion`` says so.
 """
@@ -110,7 +110,7 @@ def to_numpy(obj: Any) -> Any:
 
 def compare_arrays(actual: Any, expected: Any, tolerance: Tolerance, path: str) -> OutputComparison:
     """Compare OrtValues (or an OrtValue and a numpy array) with the host kernel."""
-    from . import numpy as host
+    from . import host
 
     notes = []
     sides = []

@@ -114,7 +114,7 @@ def calibrate_dataset_claim(
 
     from scipy.stats import bootstrap
 
-    from ..gate import _dataset
+    from ..dataset import dataset_verdict
     from ..runners import make_runner
     from ..spec import Spec, load_spec
 
@@ -147,7 +147,7 @@ def calibrate_dataset_claim(
 
     def metric_over(indices: Any, outputs: dict[str, dict[str, Any]]) -> float:
         chosen = [names[int(i)] for i in np.asarray(indices).reshape(-1)]
-        verdict = _dataset(claim, candidate, loaded, chosen, outputs, expected)
+        verdict = dataset_verdict(claim, candidate, loaded, chosen, outputs, expected)
         return float(verdict.observed) if verdict.observed is not None else math.nan
 
     observed = metric_over(np.arange(len(names)), produced)
@@ -160,7 +160,7 @@ def calibrate_dataset_claim(
 
         def statistic(idx: Any) -> float:
             spec_r, out_r, ref_r = pooled.select(np.asarray(idx).reshape(-1))
-            verdict = _dataset(claim, candidate, spec_r, [_POOLED], out_r, ref_r)
+            verdict = dataset_verdict(claim, candidate, spec_r, [_POOLED], out_r, ref_r)
             return float(verdict.observed) if verdict.observed is not None else math.nan
 
         every = statistic(np.arange(units))

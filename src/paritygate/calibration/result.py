@@ -160,7 +160,7 @@ class CalibrationResult:
             f"{self.n} cases x {self.repeats} repeat(s){', reordered' if self.reorder else ''}",
             f"outputs: {', '.join(self.outputs)}",
             "",
-            f"{'metric':<10} {'noise min':>11} {'median':>11} {'max':>11}   {'smallest bug':>12}  "
+            f"{'metric':<10} {'noise min':>10} {'median':>10} {'max':>10}  {'smallest bug':>12}  "
             "gap",
         ]
         undefined_notes = []
@@ -183,7 +183,7 @@ class CalibrationResult:
             where = f" ({dist.smallest_bug_mutation})" if dist.smallest_bug_mutation else ""
             gap = ("separated" if dist.separated else "NO GAP") if dist.gap is not None else "-"
             lines.append(
-                f"{name:<10} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}   {bug:>12}  {gap}{where}"
+                f"{name:<10} {cells[0]:>10} {cells[1]:>10} {cells[2]:>10}  {bug:>12}  {gap}{where}"
             )
         lines += undefined_notes
         lines.append("")
@@ -199,7 +199,7 @@ class CalibrationResult:
                 if m.smallest_signal is not None
                 else "not applicable"
             )
-            lines.append(f"  {m.name:<24} {m.kind:<6} {signal:>12}  ({m.cases} cases{caught})")
+            lines.append(f"  {m.name:<20} {m.kind:<6} {signal:>10}  ({m.cases} cases{caught})")
             if m.structure_changed:
                 more = len(m.structure_changed) - 1
                 lines.append(
@@ -235,10 +235,14 @@ class CalibrationResult:
                     f"{k} of {self.n} noise values, at most halfway into the gap; --margin "
                     "NAME=FACTOR names a spread instead)"
                 )
+            # The bound on a line of its own: what a user copies, short enough for any terminal.
             lines.append(
                 f"proposal: {self.metric} {'<=' if self.direction == 'max' else '>='} "
-                f"{_g(self.proposed_bound)} (largest noise {_g(self.claim_metric.largest_noise)}, "
-                f"smallest bug {_g(self.claim_metric.smallest_bug)}; margin: {margin})"
+                f"{_g(self.proposed_bound)}"
+            )
+            lines.append(
+                f"  largest noise {_g(self.claim_metric.largest_noise)}, smallest bug "
+                f"{_g(self.claim_metric.smallest_bug)}; margin: {margin}"
             )
         return "\n".join(lines)
 

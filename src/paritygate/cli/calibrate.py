@@ -30,6 +30,36 @@ def _pairs(values: tuple[str, ...], option: str, *, number: bool) -> dict:
     return parsed
 
 
+def _say(text: str) -> None:
+    """Print ``text`` fitted to the terminal's width (COLUMNS, else the terminal, else 100)."""
+    from ..reports.terminal import fitted, terminal_width
+
+    for line in fitted(text, terminal_width()):
+        click.echo(line)
+
+
+def _run_failed(spec: Path, claim_id: str, exc: Any) -> Exception:
+    """A run that failed during calibration, as one short line (exit 2) that names the file
+    holding the runner's whole stderr and traceback, written into the spec's reports folder."""
+    from ..errors import InputError
+    from ..files import atomic_write_text
+    from ..spec import load_spec
+
+    detail = exc.describe()
+    if "\n" not in detail:
+        return InputError(f"a run failed during calibration: {exc.one_line()}")
+    try:
+        folder = load_spec(spec).reports
+        folder.mkdir(parents=True, exist_ok=True)
+        path = atomic_write_text(folder / f"calibrate-{claim_id}-error.txt", detail + "\n")
+    except (OSError, InputError):
+        return InputError(f"a run failed during calibration: {exc.one_line()}")
+    return InputError(
+        f"a run failed during calibration: {exc.one_line()}",
+        hint=f"its stderr and traceback: {path}",
+    )
+
+
 @click.command("calibrate")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--claim", "claim_id", required=True, help="Id of the claim to calibrate.")
@@ -144,7 +174,7 @@ def calibrate_command(
         mutations_named,
         write_bound,
     )
-    from ..errors import InputError, RunFailure
+    from ..errors import RunFailure
     from ..files import atomic_write_text
     from ..results import to_jsonable
 
@@ -168,40 +198,40 @@ def calibrate_command(
             min_cases=min_cases,
         )
     except RunFailure as exc:
-        raise InputError(f"a run failed during calibration: {exc.describe()}") from None
-    click.echo(result.summary())
+        raise _run_failed(spec, claim_id, exc) from None
+    _say(result.summary())
     from ..spec import load_spec
 
     current = load_spec(spec).claims[claim_id]
     sign = "<=" if current.direction == "max" else ">="
-    click.echo(
+    _say(
         f"spec now: {current.metric} {sign} {current.bound:g} (status {current.status}): "
         f"{result.judge_bound(current.metric, current.bound)}"
     )
     if current.activity is not None:
         band = current.activity
-        click.echo(
+        _say(
             f"spec activity band: {band.counter} in {band.text}: "
             f"{result.judge_activity(band.counter, band.low, band.high)}"
         )
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(to_jsonable(result.to_dict()), indent=1) + "\n")
-        click.echo(f"raw distributions: {json_path}")
+        _say(f"raw distributions: {json_path}")
     if plot_path is not None:
-        click.echo(f"plot: {calibration_plot(result, plot_path)}")
+        _say(f"plot: {calibration_plot(result, plot_path)}")
     if result.refused:
         if write:
-            click.echo("nothing written: the calibration refused")
+            _say("nothing written: the calibration refused")
         return 1
     if not write:
-        click.echo("--write stores the proposal, status = calibrated and this basis in the spec")
+        _say("--write stores the proposal, status = calibrated and this basis in the spec")
         return 0
     if write:
         # A chosen subset of the spec's cases is part of what the bound rests on.
         fields = write_bound(
             spec, claim_id, result, cases=chosen if isinstance(chosen, list) else None
         )
-        click.echo(
+        _say(
             f"wrote claims.{claim_id}: metric = {fields['metric']}, bound = "
             f"{fields['bound']:.12g}, "
             f"status = calibrated, with its basis, to {spec}"
@@ -220,7 +250,6 @@ def _dataset_claim(
 ) -> int:
     """Agreement / accuracy / ECE: per-case contributions, a bootstrap over cases (or rows)."""
     from ..calibration import calibrate_dataset_claim
-    from ..errors import InputError
     from ..runners import RunFailure
     from ..spec import basis_table, update_claim
 
@@ -240,11 +269,11 @@ def _dataset_claim(
             unit=unit,
         )
     except RunFailure as exc:
-        raise InputError(f"a run failed during calibration: {exc.describe()}") from None
-    click.echo(result.summary())
+        raise _run_failed(spec, claim_id, exc) from None
+    _say(result.summary())
     if result.refused:
         if write:
-            click.echo("nothing written: the calibration refused")
+            _say("nothing written: the calibration refused")
         return 1
     if write:
         update_claim(
@@ -254,7 +283,7 @@ def _dataset_claim(
             status="calibrated",
             basis=basis_table(result.basis()),
         )
-        click.echo(f"written: {result.metric} bound {result.proposed_bound:g}, status calibrated")
+        _say(f"written: {result.metric} bound {result.proposed_bound:g}, status calibrated")
     else:
-        click.echo("--write stores the proposal, status = calibrated and this basis in the spec")
+        _say("--write stores the proposal, status = calibrated and this basis in the spec")
     return 0

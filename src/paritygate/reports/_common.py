@@ -18,15 +18,16 @@ FORMAT = "paritygate-gate-result"
 FORMAT_VERSION = 1
 
 
-def fmt(value: Any) -> str:
-    """A number as a short human string; other values as text; None as an empty string."""
+def fmt(value: Any, *, compact: bool = False) -> str:
+    """A number as a short human string (``compact``: at most ~8 characters, for a terminal's
+    cells); other values as text; None as an empty string."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(fmt(v) for v in value) + "]"
-    return format_number(value)
+        return "[" + ", ".join(fmt(v, compact=compact) for v in value) + "]"
+    return format_number(value, compact=compact)
 
 
 def unit_of(verdict: dict[str, Any]) -> str:

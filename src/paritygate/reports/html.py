@@ -241,9 +241,7 @@ def _table(
 
 
 def _num(value: Any) -> str:
-    from .terminal import short
-
-    return escape(short(value))
+    return escape(fmt(value, compact=True))
 
 
 def _display(metric: str, value: Any) -> float | None:
@@ -382,8 +380,6 @@ def _provenance_section(provenance: dict[str, Any]) -> list[str]:
 
 
 def _flatten_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
-    from .terminal import short
-
     if isinstance(value, dict):
         rows: list[tuple[str, str]] = []
         for k, v in value.items():
@@ -395,7 +391,7 @@ def _flatten_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
             rows += _flatten_rows(v, f"{prefix}[{i}]")
         return rows
     if isinstance(value, float):
-        return [(prefix, short(value))]
+        return [(prefix, fmt(value, compact=True))]
     return [(prefix, json.dumps(value) if isinstance(value, list) else str(value))]
 
 

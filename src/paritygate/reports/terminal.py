@@ -42,9 +42,10 @@ __all__ = [
     "claim_summaries",
     "run_error_groups",
     "ClaimSummary",
-    "short",
     "console",
     "wrap_lines",
+    "terminal_width",
+    "fitted",
 ]
 
 # Metrics whose interesting part is the distance from 1 (the registry's ``near_one``): a cosine of
@@ -55,26 +56,6 @@ ONE_MINUS = claim_metrics.MetricView(lambda m: m.near_one, lambda m: m.near_one 
 PERCENT = claim_metrics.MetricView(lambda m: m.percent, lambda m: m.percent)
 INDENT = "     "
 MAX_EXPANDED = 3  # failing cases expanded under a claim; the rest are named on one line
-
-
-def short(value: Any) -> str:
-    """A number in at most ~8 characters (2 significant digits for tiny and huge values)."""
-    if isinstance(value, bool) or value is None:
-        return fmt(value)
-    if isinstance(value, int):
-        return str(value) if abs(value) < 10**7 else f"{value:.3g}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return fmt(value)
-        if value == 0:
-            return "0"
-        if value == int(value) and abs(value) < 10**7:
-            return str(int(value))
-        magnitude = abs(value)
-        if magnitude < 1e-3 or magnitude >= 1e5:
-            return f"{value:.2g}"
-        return f"{value:.4g}"
-    return fmt(value)
 
 
 def _direction(metric: str) -> str:
@@ -139,7 +120,7 @@ class ClaimSummary:
         if self.metric in PERCENT:
             return _percent(value)
         one_minus = _one_minus(self.metric, value)
-        return short(one_minus if one_minus is not None else value)
+        return fmt(one_minus if one_minus is not None else value, compact=True)
 
     def _unit(self) -> str:
         unit = self.unit or ""
@@ -165,7 +146,7 @@ class ClaimSummary:
             else "worst"
         )
         shown = distance_from_one(self.metric, self.worst)
-        value = short(shown) if shown is not None else self._value(observed)
+        value = fmt(shown, compact=True) if shown is not None else self._value(observed)
         text = f"{label} {value}{self._unit()}"
         exact = (
             as_float(observed) == 0 and self.metric not in ONE_MINUS and self.metric not in PERCENT
@@ -201,16 +182,18 @@ class ClaimSummary:
         if direction == "max":
             if observed > bound:
                 ratio = f" ({_ratio(observed / bound)})" if bound > 0 else ""
-                return f"over by {short(observed - bound)}{ratio}"
+                return f"over by {fmt(observed - bound, compact=True)}{ratio}"
             if observed == 0:
                 return "exact" if bound == 0 else "zero"
             if bound == observed:
                 return "at bound"
             return f"{_ratio(bound / observed)} margin"
-        shown = _percent if self.metric in PERCENT else short
+        percent = self.metric in PERCENT
+        gap = abs(observed - bound)
+        shown = _percent(gap) if percent else fmt(gap, compact=True)
         if observed < bound:
-            return f"short by {shown(bound - observed)}"
-        return f"{shown(observed - bound)} margin" if observed > bound else "at bound"
+            return f"short by {shown}"
+        return f"{shown} margin" if observed > bound else "at bound"
 
 
 def _percent(value: Any) -> str:
@@ -456,17 +439,21 @@ def _shorten_numbers(text: str) -> str:
     return _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.8g}", text)
 
 
+def _compact(value: Any) -> str:
+    return fmt(value, compact=True)
+
+
 def _number_for(metric: str) -> Any:
     """How a failure's numbers are written: a value near 1 (cosine, a correlation) as its
-    distance from 1 ("1-1e-06"), which ``short`` alone would round to "1"."""
+    distance from 1 ("1-1e-06"), which the compact form alone would round to "1"."""
     if metric not in ONE_MINUS:
-        return short
+        return _compact
 
     def near_one(value: Any) -> str:
         number = as_float(value)
         if number is None or not math.isfinite(number) or not 0 < number < 1:
-            return short(value)
-        return f"1-{short(1.0 - number)}"
+            return _compact(value)
+        return f"1-{_compact(1.0 - number)}"
 
     return near_one
 
@@ -477,7 +464,7 @@ def _verdict_text(verdict: dict[str, Any], limit: int = 2) -> str:
     failures = verdict.get("failures") or []
     if failures:
         text = "; ".join(
-            failure_text(f, _number_for(str(f.get("metric"))), "over by", short)
+            failure_text(f, _number_for(str(f.get("metric"))), "over by", _compact)
             for f in failures[:limit]
         )
         if len(failures) > limit:
@@ -644,8 +631,40 @@ def console(stderr: bool = False) -> Any:
     stream = sys.stderr if stderr else sys.stdout
     width = None
     if not stream.isatty() and not os.environ.get("COLUMNS"):
-        width = 100
+        width = PIPED_WIDTH
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+PIPED_WIDTH = 100  # the CLI's width piped into a CI log or a file, COLUMNS unset
+
+
+def terminal_width(stderr: bool = False) -> int:
+    """The width plain CLI output is wrapped to, by the rule of :func:`console`: COLUMNS when
+    set, else the terminal's width, else (piped) :data:`PIPED_WIDTH`."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stderr if stderr else sys.stdout
+    if not stream.isatty():
+        return PIPED_WIDTH
+    return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+
+
+def fitted(text: str, width: int) -> list[str]:
+    """Plain text fitted to ``width``: each line wrapped at spaces (:func:`wrap_lines`), its
+    continuation indented two past the line's own indent; a path or number is never split."""
+    out: list[str] = []
+    for line in str(text).splitlines() or [""]:
+        stripped = line.lstrip(" ")
+        if len(line) <= width or not stripped:
+            out.append(line)
+        else:
+            out.extend(wrap_lines(stripped, width, line[: len(line) - len(stripped)]))
+    return out
 
 
 def verdict_table(result: dict[str, Any], *, verbose: bool = False) -> Any:

@@ -21,10 +21,6 @@ def output_name(path: str) -> str:
     return path if path else "(output)"
 
 
-def _num(value: Any) -> str:
-    return format_number(value)
-
-
 def _tolerance_text(tol: Tolerance) -> str:
     parts = [f"atol={tol.atol:g}", f"rtol={tol.rtol:g}"]
     if tol.min_cosine is not None:
@@ -67,11 +63,16 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
     numeric = out.compared_as not in ("str", "bytes")
     if numeric and out.size:
         lines.append(
-            f"{ind}max_abs {_num(out.max_abs)}  mean_abs {_num(out.mean_abs)}  "
-            f"max_rel {_num(out.max_rel)}  max_rel_symmetric {_num(out.max_rel_symmetric)}  "
+            f"{ind}max_abs {format_number(out.max_abs)}  mean_abs {format_number(out.mean_abs)}  "
+            f"max_rel {format_number(out.max_rel)}  "
+            f"max_rel_symmetric {format_number(out.max_rel_symmetric)}  "
             f"(rel_eps {out.tolerance.rel_eps:g})"
         )
-        cos = _num(out.cosine) if out.cosine is not None else f"undefined ({out.cosine_undefined})"
+        cos = (
+            format_number(out.cosine)
+            if out.cosine is not None
+            else f"undefined ({out.cosine_undefined})"
+        )
         if out.cosine is not None and out.cosine > 0.999999:
             cos = f"{out.cosine:.12f}"
         ulp = "-"
@@ -85,8 +86,8 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
         lines.append(
             f"{ind}mismatches {out.mismatches} of {out.size} "
             f"(|a - e| > {out.tolerance.atol:g} + {out.tolerance.rtol:g} |e|); "
-            f"atol needed {_num(out.atol_needed)} at rtol={out.tolerance.rtol:g}, "
-            f"rtol needed {_num(out.rtol_needed)} at atol={out.tolerance.atol:g}"
+            f"atol needed {format_number(out.atol_needed)} at rtol={out.tolerance.rtol:g}, "
+            f"rtol needed {format_number(out.rtol_needed)} at atol={out.tolerance.atol:g}"
         )
         nf = out.nonfinite
         if any((nf.actual_nan, nf.expected_nan, nf.actual_inf, nf.expected_inf, nf.inf_mismatch)):
@@ -113,10 +114,10 @@ def format_output(out: OutputComparison, *, show_tolerance: bool = False) -> str
         rows = [
             [
                 ",".join(str(i) for i in el.index) or "()",
-                _num(el.actual),
-                _num(el.expected),
-                _num(el.abs_diff),
-                _num(el.excess),
+                format_number(el.actual),
+                format_number(el.expected),
+                format_number(el.abs_diff),
+                format_number(el.excess),
             ]
             for el in out.worst
         ]
@@ -172,7 +173,7 @@ def comparison_table(comparison: Comparison, width: int | None = None) -> Any:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
-    from .terminal import short
+    from ._common import fmt
 
     title = "paritygate comparison" + (f" {comparison.label}" if comparison.label else "")
     title += f": {_verdict(comparison.passed)} ({_tolerance_text(comparison.tolerance)})"
@@ -204,28 +205,30 @@ def comparison_table(comparison: Comparison, width: int | None = None) -> Any:
         if out.worst:
             el = out.worst[0]
             index = ",".join(str(i) for i in el.index) or "()"
-            worst = f"{index}: {_num(el.actual)} vs {_num(el.expected)}"
+            worst = f"{index}: {format_number(el.actual)} vs {format_number(el.expected)}"
         # An empty output against a non-empty one (shape None) has no metrics to show.
         numeric = out.compared_as not in ("str", "bytes") and out.shape is not None
         one_minus = "-"
         if numeric:
             one_minus = (
-                short(out.one_minus_cosine) if out.one_minus_cosine is not None else "undefined"
+                fmt(out.one_minus_cosine, compact=True)
+                if out.one_minus_cosine is not None
+                else "undefined"
             )
         rows.append(
             (
                 [
                     output_name(out.path),
                     _verdict(out.passed),
-                    short(out.max_abs) if numeric else "-",
+                    fmt(out.max_abs, compact=True) if numeric else "-",
                     one_minus,
                     f"{out.mismatches}/{out.size}",
-                    short(out.atol_needed) if numeric else "-",
+                    fmt(out.atol_needed, compact=True) if numeric else "-",
                     "-" if out.shape is None else "x".join(str(n) for n in out.shape) or "()",
                     dtypes,
-                    short(out.mean_abs) if numeric else "-",
-                    short(out.max_rel) if numeric else "-",
-                    _num(out.ulp_max),
+                    fmt(out.mean_abs, compact=True) if numeric else "-",
+                    fmt(out.max_rel, compact=True) if numeric else "-",
+                    format_number(out.ulp_max),
                     worst or (out.failures[0].where if out.failures else ""),
                 ],
                 out.passed,

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import numpy_dtype
 from ..errors import InputError
 from ..metrics import RawStats, dtype_kind, finish_plan, promote, raw_stats_from
 from ..results import Element, OutputComparison, Tolerance
@@ -748,7 +749,7 @@ def kernel_choice(kernel: str | None, size: int, pair_supported: bool) -> str:
 
 
 def _settings(pair: _Pair, tolerance: Tolerance) -> _Settings:
-    ulp = _np_dtype(pair.ulp_dtype) if pair.ulp_dtype else None
+    ulp = numpy_dtype(pair.ulp_dtype) if pair.ulp_dtype else None
     return _Settings(
         atol=0.0 if pair.exact else float(tolerance.atol),
         rtol=0.0 if pair.exact else float(tolerance.rtol),
@@ -759,15 +760,6 @@ def _settings(pair: _Pair, tolerance: Tolerance) -> _Settings:
         mode=pair.mode,
         ulp_bits=ulp is not None and _grid_rank(ulp) is None,
     )
-
-
-def _np_dtype(dtype_name_: str) -> np.dtype:
-    try:
-        return np.dtype(dtype_name_)
-    except TypeError:
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, dtype_name_))
 
 
 def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
