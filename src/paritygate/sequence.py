@@ -42,6 +42,7 @@ __all__ = [
     "greedy_divergence",
     "delta_perplexity",
     "log_softmax",
+    "vocabulary",
 ]
 
 Decoder = Callable[[Sequence[int]], str] | Sequence[str] | None
@@ -52,6 +53,62 @@ def log_softmax(logits: Any) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     shifted = x - x.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _byte_decoder() -> dict[str, int]:
+    """The byte-level BPE alphabet (GPT-2's bytes_to_unicode), inverted: character -> byte."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("\xa1"), ord("\xac") + 1))
+        + list(range(ord("\xae"), ord("\xff") + 1))
+    )
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def vocabulary(path: Any) -> list[str]:
+    """The pieces of a Hugging Face ``tokenizer.json`` (BPE, WordPiece or Unigram vocabulary plus
+    added tokens), indexed by token id, as text: byte-level pieces (``Ġthe``) are decoded to the
+    bytes they stand for (`` the``), invalid UTF-8 shown with replacement characters. No
+    tokenizer library is imported: a decoder for :func:`compare_token_ids` from a file."""
+    import json
+    from pathlib import Path
+
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = data["model"]
+        vocab = model["vocab"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            f"cannot read a tokenizer vocabulary: {type(exc).__name__}: {exc}", where=where
+        ) from None
+    pairs: dict[int, str] = {}
+    if isinstance(vocab, dict):
+        pairs = {int(i): str(t) for t, i in vocab.items()}
+    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...]
+        pairs = {i: str(entry[0]) for i, entry in enumerate(vocab)}
+    else:
+        raise InputError("tokenizer.json model.vocab is neither a map nor a list", where=where)
+    byte_level = "ByteLevel" in json.dumps(data.get("decoder")) or "ByteLevel" in json.dumps(
+        data.get("pre_tokenizer")
+    )
+    if byte_level:
+        table = _byte_decoder()
+        for i, t in pairs.items():
+            if all(ch in table for ch in t):
+                pairs[i] = bytes(table[ch] for ch in t).decode("utf-8", errors="replace")
+    for added in data.get("added_tokens") or []:
+        if isinstance(added, dict) and "id" in added and "content" in added:
+            pairs[int(added["id"])] = str(added["content"])
+    size = max(pairs) + 1 if pairs else 0
+    return [pairs.get(i, f"<{i}>") for i in range(size)]
 
 
 def _piece(decode: Decoder, token: int) -> str | None:
@@ -236,6 +293,19 @@ class TeacherForcedAccumulator:
             part = np.argpartition(-x, k - 1, axis=1)[:, :k]
             order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
             out.extend(np.take_along_axis(part, order, axis=1).astype(np.int64))
+
+    @property
+    def kl(self) -> np.ndarray:
+        """KL(ref || cand) per position added so far."""
+        return np.asarray(self._kl, dtype=np.float64)
+
+    @property
+    def top1(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, candidate) argmax per position added so far."""
+        empty = np.zeros(0, dtype=np.int64)
+        r = np.array([t[0] for t in self._top_ref], dtype=np.int64) if self._top_ref else empty
+        c = np.array([t[0] for t in self._top_cand], dtype=np.int64) if self._top_cand else empty
+        return r, c
 
     def result(
         self,
