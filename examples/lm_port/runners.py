@@ -244,3 +244,21 @@ def make(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
     else:
         raise ValueError(f"unknown runtime {runtime!r}")
     return runner.run
+
+
+# Mutated candidates for ``paritygate calibrate --model-mutation NAME=runners:with_...``: each is
+# built with the candidate runner's options and plants one bug, the signal calibration measures.
+def with_rms_eps(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+    return make(runtime, gguf, "rms-eps")
+
+
+def with_head_scale(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+    return make(runtime, gguf, "head-scale")
+
+
+def with_rope_theta(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+    return make(runtime, gguf, "rope-theta")
+
+
+def with_kv_cache(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+    return make(runtime, gguf, "kv-cache")
