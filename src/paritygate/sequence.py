@@ -255,9 +255,7 @@ class TeacherForcedAccumulator:
         self._top_cand: list[np.ndarray] = []
 
     def add(self, ref: Any, cand: Any) -> None:
-        r = np.asarray(ref, dtype=np.float64)
-        c = np.asarray(cand, dtype=np.float64)
-        r, c = np.atleast_2d(r), np.atleast_2d(c)
+        r, c = np.atleast_2d(np.asarray(ref)), np.atleast_2d(np.asarray(cand))
         where = _where_label(self.path)
         at = len(self._kl)
         if r.ndim != 2 or r.shape != c.shape:
@@ -275,6 +273,8 @@ class TeacherForcedAccumulator:
                 f"vocab changed from {self.vocab} to {r.shape[1]} at position {at}", where=where
             )
         for side, x in (("reference", r), ("candidate", c)):
+            if x.dtype.kind not in "fiu":
+                raise InputError(f"{side} logits must be real numbers, got {x.dtype}", where=where)
             bad = ~np.isfinite(x).all(axis=1)
             if bad.any():
                 raise InputError(
@@ -282,15 +282,36 @@ class TeacherForcedAccumulator:
                     f"{at + int(np.flatnonzero(bad)[0])}",
                     where=where,
                 )
-        lr, lc = log_softmax(r), log_softmax(c)
-        kl = np.maximum((np.exp(lr) * (lr - lc)).sum(axis=1), 0.0)
+        # Chunks of positions: the float64 temporaries stay small (in cache, reused by the
+        # allocator) whatever the sequence length.
+        rows = max(1, self.CHUNK_ELEMENTS // max(r.shape[1], 1))
+        for start in range(0, r.shape[0], rows):
+            self._add_chunk(r[start : start + rows], c[start : start + rows])
+
+    # float64 elements of one chunk's temporaries (about 512 KiB each)
+    CHUNK_ELEMENTS = 1 << 16
+
+    def _add_chunk(self, ref: np.ndarray, cand: np.ndarray) -> None:
+        r = ref.astype(np.float64)
+        c = cand.astype(np.float64)
+        sr = r - r.max(axis=1, keepdims=True)
+        sc = c - c.max(axis=1, keepdims=True)
+        er = np.exp(sr)
+        zr = er.sum(axis=1)
+        lse_r = np.log(zr)
+        lse_c = np.log(np.exp(sc).sum(axis=1))
+        # KL(ref || cand) = sum p_ref * (log p_ref - log p_cand), in float64
+        sr -= sc
+        sr -= (lse_r - lse_c)[:, None]
+        kl = np.maximum((er * sr).sum(axis=1) / zr, 0.0)
         self._kl.extend(kl.tolist())
         self._max_abs.extend(np.abs(r - c).max(axis=1).tolist())
-        self._lse_ref.extend((r - lr)[:, 0].tolist())
-        self._lse_cand.extend((c - lc)[:, 0].tolist())
+        self._lse_ref.extend((r.max(axis=1) + lse_r).tolist())
+        self._lse_cand.extend((c.max(axis=1) + lse_c).tolist())
         k = self.top_k
-        for x, out in ((r, self._top_ref), (c, self._top_cand)):
-            part = np.argpartition(-x, k - 1, axis=1)[:, :k]
+        for x, out in ((ref, self._top_ref), (cand, self._top_cand)):
+            # top-k on the input's own dtype (no float64 copy, no negated copy)
+            part = np.argpartition(x, x.shape[1] - k, axis=1)[:, x.shape[1] - k :]
             order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
             out.extend(np.take_along_axis(part, order, axis=1).astype(np.int64))
 
@@ -334,9 +355,8 @@ class TeacherForcedAccumulator:
         mabs = np.asarray(self._max_abs)
         top_r, top_c = np.stack(self._top_ref), np.stack(self._top_cand)
         agree = top_r[:, 0] == top_c[:, 0]
-        overlap = np.array(
-            [len(set(a.tolist()) & set(b.tolist())) / self.top_k for a, b in zip(top_r, top_c)]
-        )
+        # top-k lists hold distinct ids: the overlap counts the ids of one found in the other
+        overlap = (top_r[:, :, None] == top_c[:, None, :]).any(axis=2).sum(axis=1) / self.top_k
         stats = {
             "max_abs": float(mabs.max()),
             "kl_max": float(kl.max()),
