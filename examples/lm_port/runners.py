@@ -221,9 +221,13 @@ class LlamaCppRunner:
         )
 
 
-def make(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+def make(runtime: str, gguf: str | None = None, bug: str | None = None, fresh: bool = False) -> Any:
     """The runner ``parity.toml`` names: ``runtime`` is transformers, mlx-lm or llama.cpp;
-    ``gguf`` the llama.cpp model file; ``bug`` one of ``BUGS`` planted in the candidate."""
+    ``gguf`` the llama.cpp model file; ``bug`` one of ``BUGS`` planted in the candidate.
+    ``fresh``: every call builds a new runtime (nothing can be left from an earlier call): the
+    reference of the leaked-state claim in parity-state.toml."""
+    if fresh:
+        return lambda case: make(runtime, gguf, bug)(case)
     if bug is not None and bug not in BUGS:
         raise ValueError(f"unknown bug {bug!r}; expected one of {', '.join(BUGS)}")
     folder = MODEL_DIR
@@ -246,6 +250,27 @@ def make(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
     return runner.run
 
 
+# A prompt that is none of the cases: run first, so that the case's call comes after another.
+OTHER_PROMPT = {
+    "kind": "plain",
+    "text": "import sys\n\nfor line in sys.stdin:\n",
+    "continuation": "    print(line)\n",
+    "max_new_tokens": 8,
+}
+
+
+def after_other_prompt(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
+    """One runtime whose every call on a case follows a call on another prompt: what a service
+    does. The leaked-state claim holds it byte-equal to a fresh call."""
+    run = make(runtime, gguf, bug)
+
+    def second_call(case: dict) -> dict:
+        run(OTHER_PROMPT)
+        return run(case)
+
+    return second_call
+
+
 # Mutated candidates for ``paritygate calibrate --model-mutation NAME=runners:with_...``: each is
 # built with the candidate runner's options and plants one bug, the signal calibration measures.
 def with_rms_eps(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
@@ -262,3 +287,9 @@ def with_rope_theta(runtime: str, gguf: str | None = None, bug: str | None = Non
 
 def with_kv_cache(runtime: str, gguf: str | None = None, bug: str | None = None) -> Any:
     return make(runtime, gguf, "kv-cache")
+
+
+def after_other_prompt_with_kv_cache(
+    runtime: str, gguf: str | None = None, bug: str | None = None
+) -> Any:
+    return after_other_prompt(runtime, gguf, "kv-cache")
