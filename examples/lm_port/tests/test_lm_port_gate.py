@@ -109,8 +109,14 @@ def test_four_bit_fails_the_strict_claim_and_passes_its_own(example):
     assert failure.metric == "kl_max" and failure.observed > failure.bound
 
 
-def test_readme_publishes_the_numbers_the_gate_enforces(capsys):
-    readme = str(EXAMPLE / "README.md")
-    for spec in ("parity.toml", "parity-state.toml"):
-        assert main(["claims", "check", readme, "--spec", str(EXAMPLE / spec)]) == 0, spec
+def test_readme_publishes_the_numbers_the_gate_enforces(example, capsys):
+    for doc, spec in (("README.md", "parity.toml"), ("STATE.md", "parity-state.toml")):
+        assert main(["claims", "check", str(EXAMPLE / doc), "--spec", str(EXAMPLE / spec)]) == 0
         assert "claims check: ok" in capsys.readouterr().out
+    # a gate looser than the published 4-bit bound is refused
+    text = (example / "parity.toml").read_text()
+    loose = example / "loose.toml"
+    loose.write_text(text.replace("bound = 0.025\n", "bound = 0.05\n", 1))
+    assert main(["claims", "check", str(example / "README.md"), "--spec", str(loose)]) == 1
+    out = capsys.readouterr().out
+    assert "claim q4-kl: the gate's bound 0.05" in out and "looser than the published" in out
