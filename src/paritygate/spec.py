@@ -957,6 +957,14 @@ class _Validator:
                     f"{', '.join(outputs)})",
                 )
         params = self._claim_params(data, key, metric, entry, cases)
+        for param, default in entry.siblings.items():
+            sibling = params.get(param, default)
+            if not _produced(str(sibling), outputs, runners):
+                raise self.error(
+                    f"{key}.params.{param}",
+                    f"{metric} reads output {sibling!r} beside the covered ones; no runner "
+                    f"produces it (declared outputs: {', '.join(outputs)})",
+                )
         published = (
             self.strings(data["published"], f"{key}.published") if "published" in data else ()
         )

@@ -206,6 +206,8 @@ def test_spec_checks_sequence_params_and_bounds(tmp_path, spec):
         ('{ near_tie = "fail" }', "{ top_k = 0 }", "whole number >= 1"),
         ('bound = 1.0\n', 'bound = 1.5\n', r"top1_agreement lies in \[0, 1\]"),
         ('"tokenizer.json" }\n\n[claims.kl]', '"nope.json" }\n\n[claims.kl]', "does not exist"),
+        ('{ near_tie = "fail" }', '{ logits = "step_logits" }',
+         "reads output 'step_logits' beside the covered ones; no runner produces it"),
     ):  # fmt: skip
         assert old in text, old
         (tmp_path / "parity.toml").write_text(text.replace(old, new, 1))
