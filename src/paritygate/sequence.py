@@ -235,6 +235,15 @@ class TeacherForcedResult(_Verdict):
         )
 
 
+def _top_k(x: np.ndarray, k: int) -> np.ndarray:
+    """The ids of each row's k largest values, largest first ([rows, k] int64; among equal
+    values the lower id first), on the input's own dtype (no float64 or negated copy)."""
+    vocab = x.shape[1]
+    part = np.sort(np.argpartition(x, vocab - k, axis=1)[:, vocab - k :], axis=1)
+    order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1).astype(np.int64)
+
+
 class TeacherForcedAccumulator:
     """Streams ``[positions, vocab]`` logits of reference and candidate, chunk by chunk.
 
@@ -275,6 +284,29 @@ class TeacherForcedAccumulator:
         for side, x in (("reference", r), ("candidate", c)):
             if x.dtype.kind not in "fiu":
                 raise InputError(f"{side} logits must be real numbers, got {x.dtype}", where=where)
+        # Chunks of positions: the float64 temporaries stay small (in cache, reused by the
+        # allocator) whatever the sequence length. Nothing is kept before every chunk is checked.
+        rows = max(1, self.CHUNK_ELEMENTS // max(r.shape[1], 1))
+        parts = []
+        for start in range(0, r.shape[0], rows):
+            part = self._chunk(r[start : start + rows], c[start : start + rows])
+            if part is None:
+                self._raise_nonfinite(r, c, at, where)
+            parts.append(part)
+        for kl, max_abs, lse_r, lse_c, top_r, top_c in parts:
+            self._kl.extend(kl.tolist())
+            self._max_abs.extend(max_abs.tolist())
+            self._lse_ref.extend(lse_r.tolist())
+            self._lse_cand.extend(lse_c.tolist())
+            self._top_ref.extend(top_r)
+            self._top_cand.extend(top_c)
+
+    # float64 elements of one chunk's temporaries (about 512 KiB each)
+    CHUNK_ELEMENTS = 1 << 16
+
+    @staticmethod
+    def _raise_nonfinite(r: np.ndarray, c: np.ndarray, at: int, where: str) -> None:
+        for side, x in (("reference", r), ("candidate", c)):
             bad = ~np.isfinite(x).all(axis=1)
             if bad.any():
                 raise InputError(
@@ -282,38 +314,27 @@ class TeacherForcedAccumulator:
                     f"{at + int(np.flatnonzero(bad)[0])}",
                     where=where,
                 )
-        # Chunks of positions: the float64 temporaries stay small (in cache, reused by the
-        # allocator) whatever the sequence length.
-        rows = max(1, self.CHUNK_ELEMENTS // max(r.shape[1], 1))
-        for start in range(0, r.shape[0], rows):
-            self._add_chunk(r[start : start + rows], c[start : start + rows])
 
-    # float64 elements of one chunk's temporaries (about 512 KiB each)
-    CHUNK_ELEMENTS = 1 << 16
-
-    def _add_chunk(self, ref: np.ndarray, cand: np.ndarray) -> None:
-        r = ref.astype(np.float64)
-        c = cand.astype(np.float64)
-        sr = r - r.max(axis=1, keepdims=True)
-        sc = c - c.max(axis=1, keepdims=True)
-        er = np.exp(sr)
+    def _chunk(self, ref: np.ndarray, cand: np.ndarray) -> tuple[Any, ...] | None:
+        """One chunk's per-position statistics, or None where a logit is NaN or infinite (a
+        NaN or +inf shows in a row maximum, a -inf in the difference of the two sides)."""
+        f64 = np.float64
+        mr, mc = ref.max(axis=1).astype(f64), cand.max(axis=1).astype(f64)
+        d = np.subtract(ref, cand, dtype=f64)
+        max_abs = np.maximum(d.max(axis=1), -d.min(axis=1))
+        if not (np.isfinite(mr).all() and np.isfinite(mc).all() and np.isfinite(max_abs).all()):
+            return None
+        er = np.subtract(ref, mr[:, None], dtype=f64)
+        np.exp(er, out=er)
         zr = er.sum(axis=1)
-        lse_r = np.log(zr)
-        lse_c = np.log(np.exp(sc).sum(axis=1))
-        # KL(ref || cand) = sum p_ref * (log p_ref - log p_cand), in float64
-        sr -= sc
-        sr -= (lse_r - lse_c)[:, None]
-        kl = np.maximum((er * sr).sum(axis=1) / zr, 0.0)
-        self._kl.extend(kl.tolist())
-        self._max_abs.extend(np.abs(r - c).max(axis=1).tolist())
-        self._lse_ref.extend((r.max(axis=1) + lse_r).tolist())
-        self._lse_cand.extend((c.max(axis=1) + lse_c).tolist())
-        k = self.top_k
-        for x, out in ((ref, self._top_ref), (cand, self._top_cand)):
-            # top-k on the input's own dtype (no float64 copy, no negated copy)
-            part = np.argpartition(x, x.shape[1] - k, axis=1)[:, x.shape[1] - k :]
-            order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
-            out.extend(np.take_along_axis(part, order, axis=1).astype(np.int64))
+        ec = np.subtract(cand, mc[:, None], dtype=f64)
+        np.exp(ec, out=ec)
+        lse_r = mr + np.log(zr)
+        lse_c = mc + np.log(ec.sum(axis=1))
+        # KL(ref || cand) = sum p_ref (log p_ref - log p_cand) = E_ref[r - c] - (lse_r - lse_c)
+        kl = np.maximum(np.einsum("ij,ij->i", er, d) / zr - (lse_r - lse_c), 0.0)
+        tops = [list(_top_k(x, self.top_k)) for x in (ref, cand)]
+        return kl, max_abs, lse_r, lse_c, tops[0], tops[1]
 
     @property
     def kl(self) -> np.ndarray:
