@@ -223,3 +223,18 @@ def test_teacher_forced_metrics_are_calibrated_from_output_pairs():
     result = calibrate(pair, 16, metric="kl_max", metrics=["kl_mean"], mutations=[shift()])
     assert result and result.claim_metric.largest_noise < 1e-10
     assert result.proposed_bound < result.claim_metric.smallest_bug
+
+
+def test_calibration_reads_the_claims_top_k():
+    def pair(case):
+        x = np.random.default_rng(case).standard_normal((12, 32))
+        y = x + 0.3 * np.random.default_rng(case + 100).standard_normal((12, 32))
+        return {"logits": x}, {"logits": y}
+
+    overlap = {
+        k: calibrate(
+            pair, 16, metric="topk_overlap", metrics=[], mutations=[shift()], params={"top_k": k}
+        ).claim_metric.largest_noise
+        for k in (1, 8)
+    }
+    assert overlap[1] != overlap[8]
