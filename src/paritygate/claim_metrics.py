@@ -68,10 +68,11 @@ __all__ = [
     "near_one",
     "percent",
     "direction_of",
+    "Judged",
 ]
 
 SCOPES = ("element", "edge", "output", "dataset", "speed")
-COMPARISONS = ("compare", "images", "boxes", "dataset", "speed")
+COMPARISONS = ("compare", "images", "boxes", "dataset", "speed", "sequence")
 DIRECTIONS = ("max", "min")
 CALIBRATIONS = ("measured", "exact")
 NEEDS = frozenset({"labels", "reference"})
@@ -105,6 +106,16 @@ class ClaimMetric:
     # A value the comparison cannot define (a zero-norm side's cosine) counts as the worst value
     # in calibration; otherwise it is left out (a ULP distance of integer outputs).
     undefined_is_worst: bool = False
+    # A sequence metric's verdict on one output pair (:class:`Judged`: the value, the failures
+    # with their positions and decoded pieces, the evidence), with the claim's bound in
+    # ``pair.bound``; ``measure`` is its value.
+    judge: Callable[[Any], Judged] | None = None
+    # The only bound a claim may state (exact equality: 0), and the range a bound must lie in.
+    fixed_bound: float | None = None
+    bound_range: tuple[float, float] | None = None
+    # Other outputs of the same case the metric reads (param -> default output name), e.g. the
+    # per-step logits beside greedy ids.
+    siblings: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -123,6 +134,10 @@ class ClaimMetric:
             raise ValueError(f"metric {self.name}: an element metric needs tolerance")
         if not self.required_params <= self.params:
             raise ValueError(f"metric {self.name}: required params must be accepted params")
+        if self.comparison == "sequence" and self.judge is None:
+            raise ValueError(f"metric {self.name}: a sequence metric needs judge")
+        if not set(self.siblings) <= self.params:
+            raise ValueError(f"metric {self.name}: sibling params must be accepted params")
 
     @property
     def worst(self) -> float:
@@ -239,10 +254,32 @@ class Pair:
         path: str,
         params: Mapping[str, Any] | None = None,
         tolerance: Tolerance | None = None,
+        *,
+        bound: float | None = None,
+        trees: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
     ):
         self.actual, self.expected, self.path = actual, expected, path
         self.params = params or {}
         self.tolerance = tolerance if tolerance is not None else Tolerance()
+        # The claim's bound (None in calibration) and the case's whole output trees (actual,
+        # expected): what a sequence metric's judge reads besides the pair.
+        self.bound = bound
+        self.trees = trees
+        self.cache: dict[str, Any] = {}
+
+    def sibling(self, metric: str, param: str) -> tuple[Any, Any]:
+        """Both sides of the output a metric reads beside this pair (its name in the claim's
+        ``params[param]``, else the metric's default); InputError where the reference lacks
+        it, None for a candidate that lacks it."""
+        name = str(self.params.get(param, get(metric).siblings[param]))
+        actual, expected = self.trees or ({}, {})
+        if name not in expected:
+            raise InputError(
+                f"{metric} reads output {name!r} beside {self.path!r} (params.{param}); the "
+                "reference holds no such output",
+                where=self.path or None,
+            )
+        return actual.get(name), expected[name]
 
     @cached_property
     def compared(self) -> OutputComparison:
@@ -276,6 +313,16 @@ class Pair:
         a, e = (np.asarray(v, dtype=kind).reshape(-1) for v in sides)
         both = np.isfinite(a) & np.isfinite(e)
         return a[both], e[both]
+
+
+@dataclass
+class Judged:
+    """A sequence metric's verdict on one output pair: the value, the failures (each naming its
+    position, and the decoded pieces where a vocabulary is known) and the evidence."""
+
+    value: float | None
+    failures: list[Any] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -387,6 +434,7 @@ register(
         tolerance=_atol,
         calibration="exact",
         calibrated_through="max_abs",
+        fixed_bound=0.0,
         summary="byte equality: same dtype, every element equal (bound 0)",
     )
 )
@@ -447,6 +495,7 @@ register(
         comparison="compare",
         measure=lambda p: p.compared.cosine,
         calibration="measured",
+        bound_range=(-1.0, 1.0),
         near_one=True,
         undefined_is_worst=True,
         summary="cosine similarity per output per case",
@@ -482,6 +531,7 @@ register(
         comparison="images",
         measure=lambda p: p.images.ssim,
         calibration="measured",
+        bound_range=(-1.0, 1.0),
         params=frozenset({"data_range"}),
         required_params=frozenset({"data_range"}),
         near_one=True,
@@ -564,4 +614,406 @@ register(
         unit="x",
         summary="reference time / candidate time, paired interleaved blocks",
     )
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Sequence metrics (language models): through paritygate.sequence. Outputs follow the runner
+# conventions of docs/spec.md: token ids as 1-D integer arrays, logits as [positions, vocab]
+# float arrays (row i: the next-token logits after position i).
+
+_VOCABULARIES: dict[str, list[str]] = {}
+
+
+def _decoder(pair: Pair) -> list[str] | None:
+    """The vocabulary named by ``params.tokenizer`` (a tokenizer.json, resolved against the
+    spec's folder by the spec), read once per process; None without one."""
+    path = pair.params.get("tokenizer")
+    if not path:
+        return None
+    if path not in _VOCABULARIES:
+        from .sequence import vocabulary
+
+        _VOCABULARIES[str(path)] = vocabulary(path)
+    return _VOCABULARIES[str(path)]
+
+
+def _pieces(pair: Pair, ids: Any) -> str:
+    vocab = _decoder(pair)
+    if vocab is None:
+        return ""
+    return " " + repr("".join(vocab[int(t)] if 0 <= int(t) < len(vocab) else "?" for t in ids))
+
+
+def _int_ids(value: Any, side: str, pair: Pair) -> Any:
+    import numpy as np
+
+    from ._host import to_numpy
+
+    array = to_numpy(value, path=pair.path)
+    if array is None or (array.size and array.dtype.kind not in "iu") or array.ndim > 1:
+        raise InputError(
+            f"{side} token ids must be a 1-D integer array, got "
+            f"{getattr(array, 'dtype', type(value).__name__)} {getattr(array, 'shape', '')}",
+            where=pair.path or None,
+        )
+    return np.asarray(array, dtype=np.int64).reshape(-1)
+
+
+def _fmt_g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _token_ids(pair: Pair) -> Judged:
+    from .results import Failure
+    from .sequence import compare_token_ids
+
+    a = _int_ids(pair.actual, "actual", pair)
+    e = _int_ids(pair.expected, "expected", pair)
+    context = int(pair.params.get("context", 4))
+    res = compare_token_ids(a, e, decode=_decoder(pair), context=context, path=pair.path)
+    differing = sum(1 for x, y in zip(a.tolist(), e.tolist()) if x != y) + abs(len(a) - len(e))
+    evidence = {
+        "length_actual": res.length_actual,
+        "length_expected": res.length_expected,
+        "first_divergence": res.first_divergence,
+        "differing_positions": differing,
+    }
+    if res.first_divergence is None:
+        return Judged(0.0, [], evidence)
+    first = res.first_divergence
+    evidence.update(
+        actual_token=res.actual_token,
+        expected_token=res.expected_token,
+        actual_piece=res.actual_piece,
+        expected_piece=res.expected_piece,
+        context_start=res.context_start,
+        actual_context=res.actual_context,
+        expected_context=res.expected_context,
+        actual_context_text=res.actual_context_text,
+        expected_context_text=res.expected_context_text,
+    )
+
+    def side(token: int | None, piece: str | None) -> str:
+        if token is None:
+            return "(ended)"
+        return f"{token}" + (f" {piece!r}" if piece is not None else "")
+
+    detail = (
+        f"actual {side(res.actual_token, res.actual_piece)} vs expected "
+        f"{side(res.expected_token, res.expected_piece)}; context from position "
+        f"{res.context_start}: actual "
+        + (
+            repr(res.actual_context_text)
+            if res.actual_context_text is not None
+            else str(res.actual_context)
+        )
+        + ", expected "
+        + (
+            repr(res.expected_context_text)
+            if res.expected_context_text is not None
+            else str(res.expected_context)
+        )
+        + f"; lengths {res.length_actual} / {res.length_expected}"
+    )
+    failure = Failure(
+        "token_ids_equal", 0, differing, float(differing), f"position {first}", detail
+    )
+    return Judged(float(differing), [failure], evidence)
+
+
+def _teacher_forced(pair: Pair) -> Any:
+    """The accumulator over both sides' [positions, vocab] logits (reference first), made once
+    per pair and shared by every teacher-forced metric."""
+    if "teacher_forced" not in pair.cache:
+        from .sequence import TeacherForcedAccumulator
+
+        top_k = int(pair.params.get("top_k", 5))
+        acc = TeacherForcedAccumulator(top_k=top_k, path=pair.path)
+        acc.add(pair.expected, pair.actual)
+        pair.cache["teacher_forced"] = (acc, acc.result())
+    return pair.cache["teacher_forced"]
+
+
+def _tf_evidence(res: Any) -> dict[str, Any]:
+    return {
+        "positions": res.n_positions,
+        "vocab": res.vocab,
+        "top_k": res.top_k,
+        "max_abs": res.max_abs,
+        "kl_mean": res.kl_mean,
+        "kl_p99": res.kl_p99,
+        "kl_max": res.kl_max,
+        "kl_max_position": res.kl_max_position,
+        "top1_agreement": res.top1_agreement,
+        "top1_disagreeing_positions": res.top1_disagreeing_positions,
+        "topk_overlap": res.topk_overlap,
+    }
+
+
+def _kl_judge(statistic: str) -> Callable[[Pair], Judged]:
+    def judge(pair: Pair) -> Judged:
+        from .results import Failure
+
+        acc, res = _teacher_forced(pair)
+        value = float(getattr(res, statistic))
+        evidence = _tf_evidence(res)
+        failures = []
+        if pair.bound is not None and value > pair.bound:
+            kl = acc.kl
+            top_r, top_c = acc.top1
+            at = int(kl.argmax())
+            detail = (
+                f"KL(reference || candidate) over {len(kl)} positions; "
+                f"{int((kl > pair.bound).sum())} beyond the bound; worst at position {at} "
+                f"({_fmt_g(float(kl[at]))}): reference top-1 {int(top_r[at])}"
+                f"{_pieces(pair, [top_r[at]])}, candidate top-1 {int(top_c[at])}"
+                f"{_pieces(pair, [top_c[at]])}"
+            )
+            where = f"position {at}" if statistic == "kl_max" else f"{len(kl)} positions"
+            failures.append(
+                Failure(statistic, pair.bound, value, value - pair.bound, where, detail)
+            )
+        return Judged(value, failures, evidence)
+
+    return judge
+
+
+def _agreement_judge(statistic: str) -> Callable[[Pair], Judged]:
+    def judge(pair: Pair) -> Judged:
+        from .results import Failure
+
+        acc, res = _teacher_forced(pair)
+        value = float(getattr(res, statistic))
+        evidence = _tf_evidence(res)
+        failures = []
+        if pair.bound is not None and value < pair.bound:
+            top_r, top_c = acc.top1
+            differ = [int(i) for i in (top_r != top_c).nonzero()[0]]
+            shown = ", ".join(
+                f"{p} (reference {int(top_r[p])}{_pieces(pair, [top_r[p]])}, candidate "
+                f"{int(top_c[p])}{_pieces(pair, [top_c[p]])})"
+                for p in differ[:3]
+            )
+            detail = (
+                f"top-1 differs at {len(differ)} of {res.n_positions} positions"
+                + (f": {shown}" if shown else "")
+                + (f"; top-{res.top_k} overlap {_fmt_g(res.topk_overlap)}")
+            )
+            failures.append(
+                Failure(
+                    statistic,
+                    pair.bound,
+                    value,
+                    pair.bound - value,
+                    f"{res.n_positions} positions",
+                    detail,
+                )
+            )
+        return Judged(value, failures, evidence)
+
+    return judge
+
+
+def _greedy(pair: Pair) -> Judged:
+    from .results import Failure
+    from .sequence import greedy_divergence
+
+    a = _int_ids(pair.actual, "candidate", pair)
+    e = _int_ids(pair.expected, "reference", pair)
+    cand_logits, ref_logits = pair.sibling("greedy_divergence", "logits")
+    top_k = int(pair.params.get("top_k", 5))
+    noise = pair.bound if pair.bound is not None else 0.0
+    res = greedy_divergence(
+        e,
+        a,
+        ref_logits,
+        noise_bound=noise,
+        candidate_logits=cand_logits,
+        top_k=top_k,
+        path=pair.path,
+    )
+    evidence = {
+        "verdict": res.verdict,
+        "first_divergence": res.first_divergence,
+        "reference_token": res.reference_token,
+        "candidate_token": res.candidate_token,
+        "reference_margin": res.reference_margin,
+        "noise_bound": res.noise_bound,
+        "candidate_in_reference_topk": res.candidate_in_reference_topk,
+        "reference_in_candidate_topk": res.reference_in_candidate_topk,
+        "length_actual": int(len(a)),
+        "length_expected": int(len(e)),
+    }
+    failures: list[Any] = []
+    if res.first_divergence is None:
+        if len(a) != len(e):
+            failures.append(
+                Failure(
+                    "greedy_divergence",
+                    len(e),
+                    len(a),
+                    float(abs(len(a) - len(e))),
+                    f"step {min(len(a), len(e))}",
+                    f"the candidate generated {len(a)} tokens, the reference {len(e)}",
+                )
+            )
+        return Judged(0.0, failures, evidence)
+    step = res.first_divergence
+    margin = float(res.reference_margin or 0.0)
+    text = (
+        f"{res.verdict}: the reference chose {res.reference_token}"
+        f"{_pieces(pair, [res.reference_token])} by a logit margin of {_fmt_g(margin)} over its "
+        f"runner-up (noise bound {_fmt_g(noise)}), the candidate chose {res.candidate_token}"
+        f"{_pieces(pair, [res.candidate_token])}; common prefix{_pieces(pair, e[:step])}"
+    )
+    evidence["detail"] = text
+    fail_ties = pair.params.get("near_tie", "pass") == "fail"
+    if pair.bound is not None and (res.verdict == "diverged" or fail_ties):
+        excess = margin - noise if res.verdict == "diverged" else None
+        if res.verdict == "near-tie":
+            text += " (the claim fails near-ties: params.near_tie = 'fail')"
+        failures.append(Failure("greedy_divergence", noise, margin, excess, f"step {step}", text))
+    failures += [
+        f for f in res.failures if f.metric != "greedy_divergence" and pair.bound is not None
+    ]
+    return Judged(margin, failures, evidence)
+
+
+def _delta_ppl(pair: Pair) -> Judged:
+    import numpy as np
+
+    from .results import Failure
+    from .sequence import delta_perplexity
+
+    cand_targets, ref_targets = pair.sibling("delta_ppl", "targets")
+    t = _int_ids(ref_targets, "reference targets", pair)
+    if cand_targets is not None and not np.array_equal(
+        _int_ids(cand_targets, "candidate targets", pair), t
+    ):
+        raise InputError(
+            "the candidate's targets differ from the reference's: perplexities of different "
+            "texts do not compare (see the token-id claim)",
+            where=pair.path or None,
+        )
+    rows = []
+    for side, logits in (("reference", pair.expected), ("candidate", pair.actual)):
+        x = np.asarray(logits)
+        if x.ndim != 2 or x.shape[0] < t.size + 1:
+            raise InputError(
+                f"{side} logits {tuple(x.shape)} do not cover the {t.size} target tokens and the "
+                "position before them",
+                where=pair.path or None,
+            )
+        rows.append(x[-t.size - 1 : -1])
+    res = delta_perplexity(rows[0], rows[1], t, path=pair.path)
+    value = abs(res.relative_delta)
+    evidence = {
+        "tokens": res.n_tokens,
+        "reference_ppl": res.reference_ppl,
+        "candidate_ppl": res.candidate_ppl,
+        "relative_delta": res.relative_delta,
+    }
+    failures = []
+    if pair.bound is not None and value > pair.bound:
+        failures.append(
+            Failure(
+                "delta_ppl",
+                pair.bound,
+                value,
+                value - pair.bound,
+                f"{res.n_tokens} tokens",
+                f"perplexity {_fmt_g(res.candidate_ppl)} vs reference "
+                f"{_fmt_g(res.reference_ppl)} ({100 * res.relative_delta:+.3g}%)",
+            )
+        )
+    return Judged(value, failures, evidence)
+
+
+def _judged(name: str, judge: Callable[[Pair], Judged]) -> Callable[[Pair], Judged]:
+    """``judge`` made once per pair (the value for calibration, the failures for the gate)."""
+
+    def cached(pair: Pair) -> Judged:
+        key = f"judged:{name}"
+        if key not in pair.cache:
+            pair.cache[key] = judge(pair)
+        return pair.cache[key]
+
+    return cached
+
+
+def _sequence_metric(name: str, judge: Callable[[Pair], Judged], **kwargs: Any) -> None:
+    judged = _judged(name, judge)
+    register(
+        ClaimMetric(
+            name,
+            scope="output",
+            comparison="sequence",
+            judge=judged,
+            measure=lambda pair: judged(pair).value,
+            **kwargs,
+        )
+    )
+
+
+_TOKENIZER = frozenset({"tokenizer"})
+_sequence_metric(
+    "token_ids_equal",
+    _token_ids,
+    direction="max",
+    fixed_bound=0.0,
+    params=_TOKENIZER | {"context"},
+    summary="token ids equal (bound 0); a failure names the first differing position, both "
+    "sides' pieces and context",
+)
+for _name, _summary in (
+    ("kl_mean", "mean over positions of KL(reference || candidate) of next-token distributions"),
+    ("kl_p99", "99th percentile over positions of KL(reference || candidate)"),
+    ("kl_max", "largest KL(reference || candidate) over positions"),
+):
+    _sequence_metric(
+        _name,
+        _kl_judge(_name),
+        direction="max",
+        calibration="measured",
+        params=_TOKENIZER | {"top_k"},
+        summary=_summary,
+    )
+_sequence_metric(
+    "top1_agreement",
+    _agreement_judge("top1_agreement"),
+    direction="min",
+    calibration="measured",
+    params=_TOKENIZER | {"top_k"},
+    near_one=True,
+    percent=True,
+    bound_range=(0.0, 1.0),
+    summary="fraction of positions whose argmax agrees with the reference's",
+)
+_sequence_metric(
+    "topk_overlap",
+    _agreement_judge("topk_overlap"),
+    direction="min",
+    calibration="measured",
+    params=_TOKENIZER | {"top_k"},
+    near_one=True,
+    bound_range=(0.0, 1.0),
+    summary="mean |top-k(reference) & top-k(candidate)| / k over positions",
+)
+_sequence_metric(
+    "greedy_divergence",
+    _greedy,
+    direction="max",
+    params=_TOKENIZER | {"logits", "near_tie", "top_k"},
+    siblings={"logits": "greedy_logits"},
+    summary="the reference's top-1/top-2 logit margin where two greedy runs part (0 when "
+    "identical); the bound is the logit noise: a larger margin is 'diverged'",
+)
+_sequence_metric(
+    "delta_ppl",
+    _delta_ppl,
+    direction="max",
+    params=frozenset({"targets"}),
+    siblings={"targets": "continuation_ids"},
+    summary="|ppl(candidate) - ppl(reference)| / ppl(reference) of a fixed continuation",
 )

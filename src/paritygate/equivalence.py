@@ -323,15 +323,43 @@ def _iou_edges(
 
 
 def _output(
-    claim: Claim, actual: dict[str, Any], expected: dict[str, Any]
+    claim: Claim,
+    actual: dict[str, Any],
+    expected: dict[str, Any],
+    trees: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> tuple[float | None, list[Failure], dict[str, Any]]:
     entry = claim.metric_entry
     failures: list[Failure] = []
     evidence: dict[str, Any] = {}
     observed_all: list[float] = []
     for name in sorted(set(actual) & set(expected)):
-        pair = Pair(actual[name], expected[name], name, claim.params)
+        pair = Pair(
+            actual[name], expected[name], name, claim.params, bound=claim.bound, trees=trees
+        )
         try:
+            if entry.judge is not None:
+                # A sequence metric judges the pair itself: its failures name the position
+                # (token, step) and the decoded pieces there.
+                judged = entry.judge(pair)
+                value = judged.value
+                evidence[name] = dict(judged.evidence)
+                evidence[name].setdefault(claim.metric, value)
+                failures.extend(
+                    replace(f, where=f"{name} {f.where}".strip()) for f in judged.failures
+                )
+                if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                    observed_all.append(value)
+                if not claim.holds(value) and not judged.failures:
+                    failures.append(
+                        Failure(
+                            claim.metric,
+                            claim.bound,
+                            value,
+                            None if value is None else claim.excess(value),
+                            where=name,
+                        )
+                    )
+                continue
             if entry.comparison == "compare":
                 oc = pair.compared
                 value = entry.measure(pair)
@@ -409,6 +437,9 @@ def evaluate_claim(
         counters[claim.activity.counter] = actual[claim.activity.counter]
     if claim.activity is not None and claim.activity.counter in expected:
         reference_counts = {claim.activity.counter: expected[claim.activity.counter]}
+    # Sequence metrics read other outputs of the case beside the covered ones (greedy_divergence
+    # the per-step logits, delta_ppl the target ids).
+    trees = (dict(actual), dict(expected))
     # Calls paritygate counted travel as outputs of their own; they are activity evidence only.
     actual = {
         k: v
@@ -436,7 +467,7 @@ def evaluate_claim(
     elif claim.scope == "edge":
         observed, more, evidence = _edge(claim, actual, expected)
     elif claim.scope == "output":
-        observed, more, evidence = _output(claim, actual, expected)
+        observed, more, evidence = _output(claim, actual, expected, trees)
     else:
         raise ValueError(f"claim scope {claim.scope} is not evaluated per case")
     failures.extend(more)

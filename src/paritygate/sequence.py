@@ -43,6 +43,7 @@ __all__ = [
     "greedy_divergence",
     "delta_perplexity",
     "log_softmax",
+    "vocabulary",
 ]
 
 Decoder = Callable[[Sequence[int]], str] | Sequence[str] | None
@@ -53,6 +54,62 @@ def log_softmax(logits: Any) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     shifted = x - x.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _byte_decoder() -> dict[str, int]:
+    """The byte-level BPE alphabet (GPT-2's bytes_to_unicode), inverted: character -> byte."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("\xa1"), ord("\xac") + 1))
+        + list(range(ord("\xae"), ord("\xff") + 1))
+    )
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def vocabulary(path: Any) -> list[str]:
+    """The pieces of a Hugging Face ``tokenizer.json`` (BPE, WordPiece or Unigram vocabulary plus
+    added tokens), indexed by token id, as text: byte-level pieces (``Ġthe``) are decoded to the
+    bytes they stand for (`` the``), invalid UTF-8 shown with replacement characters. No
+    tokenizer library is imported: a decoder for :func:`compare_token_ids` from a file."""
+    import json
+    from pathlib import Path
+
+    where = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = data["model"]
+        vocab = model["vocab"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            f"cannot read a tokenizer vocabulary: {type(exc).__name__}: {exc}", where=where
+        ) from None
+    pairs: dict[int, str] = {}
+    if isinstance(vocab, dict):
+        pairs = {int(i): str(t) for t, i in vocab.items()}
+    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...]
+        pairs = {i: str(entry[0]) for i, entry in enumerate(vocab)}
+    else:
+        raise InputError("tokenizer.json model.vocab is neither a map nor a list", where=where)
+    byte_level = "ByteLevel" in json.dumps(data.get("decoder")) or "ByteLevel" in json.dumps(
+        data.get("pre_tokenizer")
+    )
+    if byte_level:
+        table = _byte_decoder()
+        for i, t in pairs.items():
+            if all(ch in table for ch in t):
+                pairs[i] = bytes(table[ch] for ch in t).decode("utf-8", errors="replace")
+    for added in data.get("added_tokens") or []:
+        if isinstance(added, dict) and "id" in added and "content" in added:
+            pairs[int(added["id"])] = str(added["content"])
+    size = max(pairs) + 1 if pairs else 0
+    return [pairs.get(i, f"<{i}>") for i in range(size)]
 
 
 def _piece(decode: Decoder, token: int) -> str | None:
@@ -179,6 +236,15 @@ class TeacherForcedResult(_Verdict):
         )
 
 
+def _top_k(x: np.ndarray, k: int) -> np.ndarray:
+    """The ids of each row's k largest values, largest first ([rows, k] int64; among equal
+    values the lower id first), on the input's own dtype (no float64 or negated copy)."""
+    vocab = x.shape[1]
+    part = np.sort(np.argpartition(x, vocab - k, axis=1)[:, vocab - k :], axis=1)
+    order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1).astype(np.int64)
+
+
 class TeacherForcedAccumulator:
     """Streams ``[positions, vocab]`` logits of reference and candidate, chunk by chunk.
 
@@ -199,9 +265,7 @@ class TeacherForcedAccumulator:
         self._top_cand: list[np.ndarray] = []
 
     def add(self, ref: Any, cand: Any) -> None:
-        r = np.asarray(ref, dtype=np.float64)
-        c = np.asarray(cand, dtype=np.float64)
-        r, c = np.atleast_2d(r), np.atleast_2d(c)
+        r, c = np.atleast_2d(np.asarray(ref)), np.atleast_2d(np.asarray(cand))
         where = _where_label(self.path)
         at = len(self._kl)
         if r.ndim != 2 or r.shape != c.shape:
@@ -219,6 +283,31 @@ class TeacherForcedAccumulator:
                 f"vocab changed from {self.vocab} to {r.shape[1]} at position {at}", where=where
             )
         for side, x in (("reference", r), ("candidate", c)):
+            if x.dtype.kind not in "fiu":
+                raise InputError(f"{side} logits must be real numbers, got {x.dtype}", where=where)
+        # Chunks of positions: the float64 temporaries stay small (in cache, reused by the
+        # allocator) whatever the sequence length. Nothing is kept before every chunk is checked.
+        rows = max(1, self.CHUNK_ELEMENTS // max(r.shape[1], 1))
+        parts = []
+        for start in range(0, r.shape[0], rows):
+            part = self._chunk(r[start : start + rows], c[start : start + rows])
+            if part is None:
+                self._raise_nonfinite(r, c, at, where)
+            parts.append(part)
+        for kl, max_abs, lse_r, lse_c, top_r, top_c in parts:
+            self._kl.extend(kl.tolist())
+            self._max_abs.extend(max_abs.tolist())
+            self._lse_ref.extend(lse_r.tolist())
+            self._lse_cand.extend(lse_c.tolist())
+            self._top_ref.extend(top_r)
+            self._top_cand.extend(top_c)
+
+    # float64 elements of one chunk's temporaries (about 512 KiB each)
+    CHUNK_ELEMENTS = 1 << 16
+
+    @staticmethod
+    def _raise_nonfinite(r: np.ndarray, c: np.ndarray, at: int, where: str) -> None:
+        for side, x in (("reference", r), ("candidate", c)):
             bad = ~np.isfinite(x).all(axis=1)
             if bad.any():
                 raise InputError(
@@ -226,17 +315,40 @@ class TeacherForcedAccumulator:
                     f"{at + int(np.flatnonzero(bad)[0])}",
                     where=where,
                 )
-        lr, lc = log_softmax(r), log_softmax(c)
-        kl = np.maximum((np.exp(lr) * (lr - lc)).sum(axis=1), 0.0)
-        self._kl.extend(kl.tolist())
-        self._max_abs.extend(np.abs(r - c).max(axis=1).tolist())
-        self._lse_ref.extend((r - lr)[:, 0].tolist())
-        self._lse_cand.extend((c - lc)[:, 0].tolist())
-        k = self.top_k
-        for x, out in ((r, self._top_ref), (c, self._top_cand)):
-            part = np.argpartition(-x, k - 1, axis=1)[:, :k]
-            order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
-            out.extend(np.take_along_axis(part, order, axis=1).astype(np.int64))
+
+    def _chunk(self, ref: np.ndarray, cand: np.ndarray) -> tuple[Any, ...] | None:
+        """One chunk's per-position statistics, or None where a logit is NaN or infinite (a
+        NaN or +inf shows in a row maximum, a -inf in the difference of the two sides)."""
+        f64 = np.float64
+        mr, mc = ref.max(axis=1).astype(f64), cand.max(axis=1).astype(f64)
+        d = np.subtract(ref, cand, dtype=f64)
+        max_abs = np.maximum(d.max(axis=1), -d.min(axis=1))
+        if not (np.isfinite(mr).all() and np.isfinite(mc).all() and np.isfinite(max_abs).all()):
+            return None
+        er = np.subtract(ref, mr[:, None], dtype=f64)
+        np.exp(er, out=er)
+        zr = er.sum(axis=1)
+        ec = np.subtract(cand, mc[:, None], dtype=f64)
+        np.exp(ec, out=ec)
+        lse_r = mr + np.log(zr)
+        lse_c = mc + np.log(ec.sum(axis=1))
+        # KL(ref || cand) = sum p_ref (log p_ref - log p_cand) = E_ref[r - c] - (lse_r - lse_c)
+        kl = np.maximum(np.einsum("ij,ij->i", er, d) / zr - (lse_r - lse_c), 0.0)
+        tops = [list(_top_k(x, self.top_k)) for x in (ref, cand)]
+        return kl, max_abs, lse_r, lse_c, tops[0], tops[1]
+
+    @property
+    def kl(self) -> np.ndarray:
+        """KL(ref || cand) per position added so far."""
+        return np.asarray(self._kl, dtype=np.float64)
+
+    @property
+    def top1(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, candidate) argmax per position added so far."""
+        empty = np.zeros(0, dtype=np.int64)
+        r = np.array([t[0] for t in self._top_ref], dtype=np.int64) if self._top_ref else empty
+        c = np.array([t[0] for t in self._top_cand], dtype=np.int64) if self._top_cand else empty
+        return r, c
 
     def result(
         self,
@@ -265,9 +377,8 @@ class TeacherForcedAccumulator:
         mabs = np.asarray(self._max_abs)
         top_r, top_c = np.stack(self._top_ref), np.stack(self._top_cand)
         agree = top_r[:, 0] == top_c[:, 0]
-        overlap = np.array(
-            [len(set(a.tolist()) & set(b.tolist())) / self.top_k for a, b in zip(top_r, top_c)]
-        )
+        # top-k lists hold distinct ids: the overlap counts the ids of one found in the other
+        overlap = (top_r[:, :, None] == top_c[:, None, :]).any(axis=2).sum(axis=1) / self.top_k
         stats = {
             "max_abs": float(mabs.max()),
             "kl_max": float(kl.max()),

@@ -1109,6 +1109,14 @@ class _Validator:
                     f"{', '.join(outputs)})",
                 )
         params = self._claim_params(data, key, metric, entry, cases)
+        for param, default in entry.siblings.items():
+            sibling = params.get(param, default)
+            if not _produced(str(sibling), outputs, runners):
+                raise self.error(
+                    f"{key}.params.{param}",
+                    f"{metric} reads output {sibling!r} beside the covered ones; no runner "
+                    f"produces it (declared outputs: {', '.join(outputs)})",
+                )
         published = (
             self.strings(data["published"], f"{key}.published") if "published" in data else ()
         )
@@ -1151,22 +1159,28 @@ class _Validator:
     def _claim_bound(self, data: dict[str, Any], key: str, metric: str, entry: Any) -> float:
         """The bound, refused where no measurement of the metric could meet it."""
         bound = self.number(data["bound"], f"{key}.bound")
-        ranges = {"cosine": (-1.0, 1.0), "ssim": (-1.0, 1.0)}  # accuracy may be in percent
         if entry.direction == "max" and bound < 0:
             raise self.error(
                 f"{key}.bound",
                 f"{metric} is an upper bound on a quantity that cannot be negative: got {bound:g}, "
                 "which no measurement can meet",
             )
-        if metric in ranges and not ranges[metric][0] <= bound <= ranges[metric][1]:
-            low, high = ranges[metric]
+        # accuracy has no range: it may be stated in percent
+        if entry.bound_range is not None and not (
+            entry.bound_range[0] <= bound <= entry.bound_range[1]
+        ):
+            low, high = entry.bound_range
             raise self.error(f"{key}.bound", f"{metric} lies in [{low:g}, {high:g}], got {bound:g}")
         if metric == "speedup" and bound <= 0:
             raise self.error(f"{key}.bound", f"a speedup is a positive ratio, got {bound:g}")
         if metric == "ulp" and bound != int(bound):
             raise self.error(f"{key}.bound", f"ULP distance is a whole number, got {bound:g}")
-        if metric == "exact" and bound != 0:
-            raise self.error(f"{key}.bound", "metric 'exact' is byte equality: the bound must be 0")
+        if entry.fixed_bound is not None and bound != entry.fixed_bound:
+            raise self.error(
+                f"{key}.bound",
+                f"metric {metric!r} is {entry.summary.split(':')[0].split(' (')[0]}: the bound "
+                f"must be {entry.fixed_bound:g}",
+            )
         return bound
 
     def _claim_oracle_and_mode(
@@ -1261,6 +1275,7 @@ class _Validator:
                     'expected a list of distinct edge names (e.g. ["start", "end"] for segments), '
                     f"got {_kind(edges)}",
                 )
+        self._check_sequence_params(params, key)
         if metric == "max_edge_delta" and ("match" in params or "min_iou" in params):
             self._check_box_matching(params, key)
         if metric in ("accuracy", "ece"):
@@ -1273,6 +1288,36 @@ class _Validator:
                     f"{', '.join(unlabelled)}",
                 )
         return params
+
+    def _check_sequence_params(self, params: dict[str, Any], key: str) -> None:
+        """The params of sequence metrics (docs/spec.md): ``top_k`` and ``context`` whole
+        numbers, ``near_tie`` pass or fail, ``logits`` and ``targets`` output names, and
+        ``tokenizer`` a tokenizer.json inside the spec's folder, kept as an absolute path."""
+        for name, low in (("top_k", 1), ("context", 0)):
+            if name in params:
+                value = params[name]
+                if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                    raise self.error(
+                        f"{key}.params.{name}", f"expected a whole number >= {low}, got {value!r}"
+                    )
+        if "near_tie" in params and params["near_tie"] not in ("pass", "fail"):
+            raise self.error(
+                f"{key}.params.near_tie",
+                f"expected 'pass' (a near-tie is reported) or 'fail', got {params['near_tie']!r}",
+            )
+        for name in ("logits", "targets"):
+            if name in params and (not isinstance(params[name], str) or not params[name]):
+                raise self.error(
+                    f"{key}.params.{name}", f"expected an output name, got {params[name]!r}"
+                )
+        if "tokenizer" in params:
+            where = f"{key}.params.tokenizer"
+            if not isinstance(params["tokenizer"], str):
+                raise self.error(where, f"expected a path, got {params['tokenizer']!r}")
+            path = self.inside(params["tokenizer"], where, must_exist=True)
+            if not path.is_file():
+                raise self.error(where, f"{params['tokenizer']!r} is {_file_kind(path)}")
+            params["tokenizer"] = str(path)
 
     def _check_box_matching(self, params: dict[str, Any], key: str) -> None:
         """``match`` (by label or by IoU) and ``min_iou`` of an edge claim on boxes."""

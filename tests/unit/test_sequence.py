@@ -144,3 +144,24 @@ def test_delta_perplexity(logits):
     assert worse.failures[0].metric == "delta_perplexity"
     with pytest.raises(InputError, match="11 rows for 12 target tokens"):
         delta_perplexity(logits[:11], logits[:11], targets)
+
+
+def test_accumulator_inner_chunks_match_float64_log_softmax_and_reject_minus_inf(logits):
+    """Long inputs are split into chunks of positions inside add(); the statistics are those of
+    the textbook float64 formula, and a -inf anywhere (hidden from the row maxima) is refused
+    before anything is kept."""
+    cand = logits + 0.01 * np.random.default_rng(3).normal(size=logits.shape)
+    lr, lc = log_softmax(logits), log_softmax(cand)
+    kl = (np.exp(lr) * (lr - lc)).sum(axis=1)
+    acc = TeacherForcedAccumulator(top_k=3)
+    acc.CHUNK_ELEMENTS = 150  # 3 positions of 50 per chunk
+    acc.add(logits, cand)
+    np.testing.assert_allclose(acc.kl, kl, rtol=1e-9)
+    assert acc.top1[0].tolist() == logits.argmax(axis=1).tolist()
+    bad = cand.copy()
+    bad[10, 7] = -np.inf
+    fresh = TeacherForcedAccumulator()
+    fresh.CHUNK_ELEMENTS = 150
+    with pytest.raises(InputError, match="candidate logits hold NaN .* at position 10"):
+        fresh.add(logits, bad)
+    assert fresh.kl.size == 0

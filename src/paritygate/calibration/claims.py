@@ -101,6 +101,7 @@ def calibrate_claim(
             min_cases=min_cases,
             rel_eps=float(params.get("rel_eps", 1e-12)),
             ssim_data_range=params.get("data_range"),
+            params=params,
             seed=seed,
             claim_id=claim_id,
             activity_band=(band.counter, band.low, band.high) if band else None,

@@ -52,6 +52,7 @@ def calibrate(
     rel_eps: float = 1e-12,
     ssim_data_range: float | None = None,
     ssim_channel_axis: int | None = None,
+    params: Mapping[str, Any] | None = None,
     seed: int = 0,
     claim_id: str = "",
     label: str = "",
@@ -70,7 +71,8 @@ def calibrate(
     candidate's outputs for a case (a zeroed block, a scaled residual). ``margin_for`` names the
     spread a bound must absorb beyond this machine's noise, as factors (``{"other machine": 2}``).
     SSIM (for image outputs) needs ``ssim_data_range`` and, for colour images,
-    ``ssim_channel_axis``.
+    ``ssim_channel_axis``. ``params`` are the claim's metric params (a sequence metric's
+    ``top_k``), read by the measure functions as the gate reads them.
     ``counters`` names activity counters the candidate reports (``skipped_steps``): their values
     are recorded per run, and per model mutation, so an activity band can be read off them.
     ``activity_band`` is the claim's band ``(counter, min, max)``: a model mutation whose counter
@@ -93,7 +95,7 @@ def calibrate(
         counters.append(activity_band[0])
 
     rng = np.random.default_rng(seed)
-    measure = _Measure(recorded, rel_eps, ssim_data_range, ssim_channel_axis)
+    measure = _Measure(recorded, rel_eps, ssim_data_range, ssim_channel_axis, params)
     noise = _Noise(recorded, [_case_name(c) for c in cases], counters)
     noise.measure(run_pair, cases, measure, metric, outputs, repeats, reorder, rng)
     bugs: dict[str, dict[str, list[float]]] = {m: {} for m in recorded}
@@ -493,6 +495,7 @@ class _Measure:
         rel_eps: float,
         ssim_data_range: float | None,
         ssim_channel_axis: int | None,
+        params: Mapping[str, Any] | None = None,
     ):
         images = [m for m in metrics if claim_metrics.get(m).comparison == "images"]
         if images and ssim_data_range is None:
@@ -502,7 +505,11 @@ class _Measure:
             )
         self.metrics = metrics
         self.tolerance = Tolerance(rel_eps=rel_eps, worst_k=0)
-        self.params = {"data_range": ssim_data_range, "channel_axis": ssim_channel_axis}
+        self.params = {
+            **(params or {}),
+            "data_range": ssim_data_range,
+            "channel_axis": ssim_channel_axis,
+        }
 
     def __call__(
         self,
