@@ -26,7 +26,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -248,16 +248,7 @@ def find_markers(doc: str | Path) -> list[Marker]:
     path = Path(doc)
     text = read_text(path, "doc")
     markers: list[Marker] = []
-    fence: str | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1) == fence:
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for number, line in prose_lines(text):
         # Blank out inline code that shows a marker, keeping columns for the prefix logic.
         visible = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)
         previous_end = 0
@@ -284,6 +275,22 @@ def find_markers(doc: str | Path) -> list[Marker]:
     return markers
 
 
+def prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line outside fenced code blocks (1-based): the fences and
+    what they enclose are examples, not prose."""
+    fence: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        yield number, line
+
+
 _HEADING = re.compile(r"^\s{0,3}(?P<level>#{1,6})\s+(?P<title>.*?)\s*#*\s*$")
 
 
@@ -297,24 +304,15 @@ def sections(doc: str | Path) -> dict[str, tuple[int, int]]:
     """Each heading's anchor -> its section's first and last line (1-based): from the heading to
     the line before the next heading of the same or a higher level. Headings inside fenced code
     are not headings; a repeated anchor keeps its first section."""
-    lines = read_text(Path(doc), "doc").splitlines()
+    text = read_text(Path(doc), "doc")
     headings: list[tuple[int, int, str]] = []  # line, level, anchor
-    fence: str | None = None
-    for number, line in enumerate(lines, start=1):
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1) == fence:
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for number, line in prose_lines(text):
         match = _HEADING.match(line)
         if match:
             headings.append((number, len(match.group("level")), _anchor(match.group("title"))))
     found: dict[str, tuple[int, int]] = {}
     for i, (first, level, anchor) in enumerate(headings):
-        last = next((h[0] - 1 for h in headings[i + 1 :] if h[1] <= level), len(lines))
+        last = next((h[0] - 1 for h in headings[i + 1 :] if h[1] <= level), len(text.splitlines()))
         found.setdefault(anchor, (first, last))
     return found
 
@@ -353,16 +351,7 @@ def find_unmarked(
     path = Path(doc)
     first, last = lines or (1, 10**12)
     found: list[tuple[int, PublishedNumber]] = []
-    fence: str | None = None
-    for number, line in enumerate(read_text(path, "doc").splitlines(), start=1):
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1) == fence:
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for number, line in prose_lines(read_text(path, "doc")):
         if not first <= number <= last:
             continue
         visible = line
