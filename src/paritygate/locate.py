@@ -8,15 +8,19 @@ reference value of that activation), the cosine, and whether the pair is past it
 The first pair past its bound is where the runs part.
 
 **How a runner exposes its model.** The runner's callable (the function a ``callable`` names, or
-the object a ``factory`` returns) has an attribute ``model``: the model (a PyTorch ``nn.Module``
-or an MLX ``nn.Module``), or a function without arguments that returns it (for a model built on
-first use). Every submodule of that model is captured while the runner runs the case.
+the object a ``factory`` returns) has an attribute ``model``: the model (a PyTorch ``nn.Module``,
+an MLX ``nn.Module`` or an ``onnxruntime.InferenceSession``), or a function without arguments
+that returns it (for a model built on first use). Every submodule of that model is captured
+while the runner runs the case.
 
 **Capture.** PyTorch: a forward hook on every named module (a TorchScript module has no hooks on
 its submodules and is refused; pass the eager module). MLX: ``nn.Module`` has no hooks and
 ``__call__`` is looked up on the class, so each child is replaced in its parent (its dict entry,
 or its slot in a list) by a recording proxy that calls it and delegates every attribute to it;
 the originals are put back afterwards, and behaviour is byte-identical once capture is removed.
+ONNX Runtime: a copy of the model whose graph outputs its intermediates (:mod:`.onnx_graph`, no
+``onnx`` package) runs in a second session that the session's ``run`` is routed through; a
+graph exported from PyTorch gives each module scope's output, named like the module.
 An activation is a module's output (its first array when it returns a tuple, list or dict),
 named by the module's path and its call number: a diffusion loop calling a block 25 times gives
 25 activations of that block. Capture needs eager runs (an ``mx.compile``-d or
@@ -76,6 +80,7 @@ __all__ = [
     "bisect",
     "parse_rule",
     "model_of",
+    "onnx_activations",
     "locate_command_line",
     "locate_settings",
     "format_location",
@@ -289,6 +294,9 @@ def _framework(model: Any) -> str | None:
     nn = sys.modules.get("mlx.nn")
     if nn is not None and isinstance(model, nn.Module):
         return "mlx"
+    ort = sys.modules.get("onnxruntime")
+    if ort is not None and isinstance(model, ort.InferenceSession):
+        return "onnx"
     return None
 
 
@@ -307,8 +315,8 @@ def model_of(function: Any, runner: str = "runner") -> Any:
     _refuse_scripted(model, runner)
     if _framework(model) is None:
         raise InputError(
-            f"runner {runner}: its model is a {type(model).__name__}, not a torch.nn.Module or "
-            "an mlx.nn.Module"
+            f"runner {runner}: its model is a {type(model).__name__}, not a torch.nn.Module, "
+            "an mlx.nn.Module or an onnxruntime.InferenceSession"
         )
     return model
 
@@ -456,11 +464,92 @@ def capture(model: Any, sink: Sink) -> Iterator[None]:
         finally:
             model.__class__ = root_class
             _mlx_remove(replaced)
+    elif framework == "onnx":
+        with _onnx_capture(model, sink):
+            yield
     else:
         raise InputError(
-            f"cannot capture a {type(model).__name__}: expected a torch.nn.Module or an "
-            "mlx.nn.Module"
+            f"cannot capture a {type(model).__name__}: expected a torch.nn.Module, an "
+            "mlx.nn.Module or an onnxruntime.InferenceSession"
         )
+
+
+def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple[str, str]]:
+    """(tensor, activation name) of an ONNX graph's captured tensors, in emission order.
+
+    A graph exported from PyTorch names its nodes by module scope (``/blocks.0/attn/qkv/MatMul``):
+    each scope's output is the first output of its last node, named like the module
+    (``blocks.0.attn.qkv``), inner scopes first, as forward hooks report them. Another graph
+    (no node name starting with ``/``) gives every node output, named by its tensor. The
+    graph's first output is ``(root)``."""
+    emitted: list[tuple[str, str]] = []
+    scoped = any(node.name.startswith("/") for node in nodes)
+    if scoped:
+        last: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            parts = node.name.strip("/").split("/")[:-1] if node.name.startswith("/") else []
+            for depth in range(1, len(parts) + 1):
+                last[".".join(parts[:depth])] = i
+        ends: dict[int, list[str]] = {}
+        for scope, i in last.items():
+            ends.setdefault(i, []).append(scope)
+        for i, node in enumerate(nodes):
+            if node.outputs and node.outputs[0] and i in ends:
+                for scope in sorted(ends[i], key=lambda name: -name.count(".")):
+                    emitted.append((node.outputs[0], scope))
+    else:
+        emitted = [(name, name) for node in nodes for name in node.outputs if name]
+    emitted = [(tensor, name) for tensor, name in emitted if tensor not in outputs[:1]]
+    if outputs:
+        emitted.append((outputs[0], "(root)"))
+    return emitted
+
+
+@contextmanager
+def _onnx_capture(session: Any, sink: Sink) -> Iterator[None]:
+    """A second session over a copy of the model whose graph outputs the captured tensors; the
+    session's ``run`` is routed through it (one run gives the outputs and the intermediates),
+    and put back afterwards."""
+    import onnxruntime
+
+    from .onnx_graph import read_graph, with_outputs
+
+    if session._model_bytes is not None:
+        model = bytes(session._model_bytes)
+    else:
+        model = Path(session._model_path).read_bytes()
+    nodes, outputs = read_graph(model)
+    emitted = onnx_activations(nodes, outputs)
+    added = list(dict.fromkeys(t for t, _ in emitted if t not in outputs))
+    try:
+        captured = onnxruntime.InferenceSession(
+            with_outputs(model, added),
+            sess_options=session._sess_options,
+            providers=session.get_providers(),
+        )
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise InputError(
+            f"cannot capture the ONNX model's intermediates: {str(exc).splitlines()[0]} (a model "
+            "with external data must be loaded from bytes)"
+        ) from None
+    names = [o.name for o in captured.get_outputs()]
+    original = [o.name for o in session.get_outputs()]
+
+    def run(output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
+        values = dict(zip(names, captured.run(None, input_feed, run_options), strict=True))
+        for tensor, name in emitted:
+            if sink(name, values[tensor]) is not None:
+                raise InputError(
+                    "an ONNX Runtime session cannot resume from an intermediate: resume a "
+                    "torch or MLX candidate"
+                )
+        return [values[n] for n in (output_names or original)]
+
+    session.run = run  # an instance attribute shadows the class's method
+    try:
+        yield
+    finally:
+        del session.run
 
 
 def _root_call(self: Any, call: Callable[..., Any], sink: Sink, args: Any, kwargs: Any) -> Any:
