@@ -9,9 +9,9 @@ The first pair past its bound is where the runs part.
 
 **How a runner exposes its model.** The runner's callable (the function a ``callable`` names, or
 the object a ``factory`` returns) has an attribute ``model``: the model (a PyTorch ``nn.Module``,
-an MLX ``nn.Module`` or an ``onnxruntime.InferenceSession``), or a function without arguments
-that returns it (for a model built on first use). Every submodule of that model is captured
-while the runner runs the case.
+an MLX ``nn.Module``, an ``onnxruntime.InferenceSession`` or :class:`Functions`), or a function
+without arguments that returns it (for a model built on first use). Every submodule of that
+model is captured while the runner runs the case.
 
 **Capture.** PyTorch: a forward hook on every named module (a TorchScript module has no hooks on
 its submodules and is refused; pass the eager module). MLX: ``nn.Module`` has no hooks and
@@ -20,7 +20,8 @@ or its slot in a list) by a recording proxy that calls it and delegates every at
 the originals are put back afterwards, and behaviour is byte-identical once capture is removed.
 ONNX Runtime: a copy of the model whose graph outputs its intermediates (:mod:`.onnx_graph`, no
 ``onnx`` package) runs in a second session that the session's ``run`` is routed through; a
-graph exported from PyTorch gives each module scope's output, named like the module.
+graph exported from PyTorch gives each module scope's output, named like the module. A port
+written as functions (:class:`Functions`): the named attributes of an object are wrapped.
 An activation is a module's output (its first array when it returns a tuple, list or dict),
 named by the module's path and its call number: a diffusion loop calling a block 25 times gives
 25 activations of that block. Capture needs eager runs (an ``mx.compile``-d or
@@ -70,6 +71,7 @@ from .errors import InputError
 
 __all__ = [
     "Bisection",
+    "Functions",
     "LayerPair",
     "Location",
     "NameRule",
@@ -285,9 +287,25 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
 Sink = Callable[[str, Any], Any]  # returns None, or an output replacing the module's
 
 
+@dataclass(frozen=True)
+class Functions:
+    """A model given as named functions of an object (a port written as methods or functions
+    rather than modules, in MLX, JAX, numpy or anything else): while captured, each attribute
+    of ``owner`` named in ``outputs`` (activation name -> attribute) records its return value
+    (its first array), and each named in ``inputs`` its first array argument, before the
+    call. The attributes are wrapped on ``owner`` itself (an instance, or a Python module whose
+    functions call each other through its globals) and put back afterwards."""
+
+    owner: Any
+    outputs: Mapping[str, str]
+    inputs: Mapping[str, str] = field(default_factory=dict)
+
+
 def _framework(model: Any) -> str | None:
     import sys
 
+    if isinstance(model, Functions):
+        return "functions"
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         return "torch"
@@ -316,7 +334,7 @@ def model_of(function: Any, runner: str = "runner") -> Any:
     if _framework(model) is None:
         raise InputError(
             f"runner {runner}: its model is a {type(model).__name__}, not a torch.nn.Module, "
-            "an mlx.nn.Module or an onnxruntime.InferenceSession"
+            "an mlx.nn.Module, an onnxruntime.InferenceSession or paritygate.locate.Functions"
         )
     return model
 
@@ -329,7 +347,9 @@ def _refuse_scripted(model: Any, runner: str) -> None:
         raise InputError(
             f"runner {runner}: its model is a TorchScript module ({type(model).__name__}); "
             "TorchScript runs its submodules without forward hooks, so nothing inside it can be "
-            "captured: expose the eager nn.Module it was scripted or traced from as `model`"
+            "captured: expose the eager nn.Module it was scripted or traced from as `model` "
+            "(or a port's stages as paritygate.locate.Functions), or locate the candidate "
+            "against another runner that exposes one"
         )
 
 
@@ -467,11 +487,62 @@ def capture(model: Any, sink: Sink) -> Iterator[None]:
     elif framework == "onnx":
         with _onnx_capture(model, sink):
             yield
+    elif framework == "functions":
+        with _functions_capture(model, sink):
+            yield
     else:
         raise InputError(
             f"cannot capture a {type(model).__name__}: expected a torch.nn.Module, an "
-            "mlx.nn.Module or an onnxruntime.InferenceSession"
+            "mlx.nn.Module, an onnxruntime.InferenceSession or paritygate.locate.Functions"
         )
+
+
+@contextmanager
+def _functions_capture(model: Functions, sink: Sink) -> Iterator[None]:
+    owner = model.owner
+    attributes = list(dict.fromkeys([*model.outputs.values(), *model.inputs.values()]))
+    output_of = {attr: name for name, attr in model.outputs.items()}
+    input_of = {attr: name for name, attr in model.inputs.items()}
+    own = getattr(owner, "__dict__", {})
+    saved: list[tuple[str, bool, Any]] = []  # (attribute, was in the instance dict, value)
+
+    def wrap(attribute: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if attribute in input_of:
+                given = _first_array((args, kwargs))
+                if given is not None:
+                    sink(input_of[attribute], given)
+            out = function(*args, **kwargs)
+            if attribute in output_of:
+                replaced = sink(output_of[attribute], out)
+                return out if replaced is None else replaced
+            return out
+
+        return recorded
+
+    try:
+        for attribute in attributes:
+            function = getattr(owner, attribute, None)
+            if not callable(function):
+                raise InputError(
+                    f"cannot capture {type(owner).__name__}.{attribute}: no such function"
+                )
+            saved.append((attribute, attribute in own, own.get(attribute)))
+            try:
+                setattr(owner, attribute, wrap(attribute, function))
+            except (AttributeError, TypeError):
+                saved.pop()
+                raise InputError(
+                    f"cannot capture {type(owner).__name__}.{attribute}: the attribute cannot be "
+                    "replaced (slots, or a built-in type)"
+                ) from None
+        yield
+    finally:
+        for attribute, had, value in reversed(saved):
+            if had:
+                setattr(owner, attribute, value)
+            else:
+                delattr(owner, attribute)
 
 
 def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple[str, str]]:
