@@ -84,6 +84,7 @@ __all__ = [
     "model_of",
     "onnx_activations",
     "locate_command_line",
+    "locate_report_name",
     "locate_settings",
     "format_location",
     "write_plot",
@@ -1386,6 +1387,15 @@ def locate_command_line(spec_path: str | Path, claim: str, case: str) -> str:
         f"paritygate locate {shlex.quote(str(spec_path))} --claim {shlex.quote(claim)} "
         f"--case {shlex.quote(case)}"
     )
+
+
+def locate_report_name(claim: str, candidate: str, case: str) -> str:
+    """The file name of the page ``paritygate locate --report`` writes into the gate's report
+    folder, and that the gate's HTML report links when it exists:
+    ``locate-<claim>-<candidate>-<case>.html`` (characters other than letters, digits, ``.``,
+    ``_`` and ``-`` become ``_``)."""
+    safe = [re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in (claim, candidate, case)]
+    return "locate-" + "-".join(safe) + ".html"
 
 
 # --------------------------------------------------------------------------------------------

@@ -624,3 +624,30 @@ def test_cli_resume_and_bisect(project, capsys):
     assert "--resume and --bisect: name one" in capsys.readouterr().err
     assert main([*args, "--resume", "zzz"]) == 2
     assert "resume point zzz: the reference has no activation 'zzz'" in capsys.readouterr().err
+
+
+def test_the_gate_html_report_links_the_locate_page_written_beside_it(
+    project, capsys, monkeypatch, tmp_path
+):
+    path = project()
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", str(path)]) == 0
+    assert main(["gate", str(path)]) == 1
+    folder = tmp_path / "parity-reports" / "parity"
+    page = (folder / "report.html").read_text()
+    command = "paritygate locate parity.toml --claim y --case one --candidate bad"
+    # no page yet: the report says how to write one
+    assert f"where it parts: <code>{command} --report</code>" in page
+    assert 'href="locate-' not in page
+    capsys.readouterr()
+    assert main([*command.split()[1:], "--report"]) == 1
+    written = folder / "locate-y-bad-one.html"
+    assert f"report: {written}" in capsys.readouterr().out
+    assert "first divergence at b#0" in written.read_text()
+    # the next report (a gate run, or `paritygate report`) links it, under the failing claim
+    assert main(["report", str(folder / "result.json")]) == 1
+    page = (folder / "report.html").read_text()
+    assert page.count('href="locate-y-bad-one.html"') == 1
+    assert "--report</code>" not in page
+    failures = page[page.index("<h2>Failures</h2>") : page.index("<h2>Every case</h2>")]
+    assert 'href="locate-y-bad-one.html"' in failures and "good" not in failures

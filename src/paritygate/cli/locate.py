@@ -68,6 +68,13 @@ __all__ = ["locate_command"]
     help="Write an HTML page here: the plot (linear and log) and a row for every pair.",
 )
 @click.option(
+    "--report",
+    "report",
+    is_flag=True,
+    help="Write the HTML page into the spec's report folder as "
+    "locate-<claim>-<candidate>-<case>.html, where the gate's HTML report links it.",
+)
+@click.option(
     "--plot",
     "plot_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -86,6 +93,7 @@ def locate_command(
     every: bool,
     json_path: Path | None,
     html_path: Path | None,
+    report: bool,
     plot_path: Path | None,
 ) -> int:
     """Run the claim's reference and candidate on CASE with every module's output captured,
@@ -129,6 +137,14 @@ def locate_command(
         atomic_write_text(json_path, json.dumps(data, indent=1) + "\n")
     if html_path is not None:
         click.echo(f"report: {write_html(location, html_path)}")
+    if report:
+        from ..locate import locate_report_name
+        from ..spec import load_spec
+
+        folder = load_spec(spec_path).reports
+        folder.mkdir(parents=True, exist_ok=True)
+        name = locate_report_name(claim, location.candidate_runner, case)
+        click.echo(f"report: {write_html(location, folder / name)}")
     if plot_path is not None:
         click.echo(f"plot: {write_plot(location, plot_path)}")
     if resume is not None:
