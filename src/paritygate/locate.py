@@ -391,6 +391,11 @@ def _to_host(array: Any) -> Any:
         if array.dtype in (mx.bfloat16, mx.float16):
             array = array.astype(mx.float32)
         return np.array(array)
+    if "Tracer" in type(array).__name__:
+        raise InputError(
+            f"captured a traced value ({type(array).__name__}): capture needs eager runs; run "
+            "the model without jax.jit (or mx.compile, torch.compile) while locating"
+        )
     return np.asarray(array)
 
 
@@ -1047,6 +1052,10 @@ def _from_host(array: Any, like: Any) -> Any:
         import mlx.core as mx
 
         return mx.array(array).astype(like.dtype)
+    if module.startswith(("jax", "jaxlib")):
+        import jax.numpy as jnp
+
+        return jnp.asarray(array, dtype=like.dtype)
     import numpy as np
 
     return np.asarray(array, dtype=like.dtype)
