@@ -302,11 +302,21 @@ class Functions:
     inputs: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Command:
+    """A subprocess runner as a captured model (protocol 2): asked through PARITYGATE_CAPTURE
+    to write its named intermediates, which are read back after its run."""
+
+    runner: Any  # runners.SubprocessRunner
+
+
 def _framework(model: Any) -> str | None:
     import sys
 
     if isinstance(model, Functions):
         return "functions"
+    if isinstance(model, _Command):
+        return "command"
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         return "torch"
@@ -496,6 +506,9 @@ def capture(model: Any, sink: Sink) -> Iterator[None]:
     elif framework == "functions":
         with _functions_capture(model, sink):
             yield
+    elif framework == "command":
+        with _command_capture(model.runner, sink):
+            yield
     else:
         raise InputError(
             f"cannot capture a {type(model).__name__}: expected a torch.nn.Module, an "
@@ -549,6 +562,52 @@ def _functions_capture(model: Functions, sink: Sink) -> Iterator[None]:
                 setattr(owner, attribute, value)
             else:
                 delattr(owner, attribute)
+
+
+@contextmanager
+def _command_capture(runner: Any, sink: Sink) -> Iterator[None]:
+    """Protocol 2: the command writes its intermediates as npz at PARITYGATE_CAPTURE (keys in
+    execution order, ``name`` or ``name#call``); they are handed to ``sink`` after each run."""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="paritygate-capture-") as folder:
+        path = Path(folder) / "capture.npz"
+        runner.capture_path = path
+        original = runner.run
+
+        def run(case: Any) -> Any:
+            if path.exists():
+                path.unlink()
+            result = original(case)
+            if not path.is_file():
+                raise InputError(
+                    f"runner {runner.name} wrote no intermediates at PARITYGATE_CAPTURE: its "
+                    "command must support protocol 2's capture (docs/subprocess-protocol.md)"
+                )
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    for key in data.files:
+                        name = re.sub(r"#\d+$", "", key)
+                        if sink(name, data[key]) is not None:
+                            raise InputError(
+                                f"runner {runner.name} runs as a command: it cannot resume from "
+                                "an intermediate"
+                            )
+            except (OSError, ValueError) as exc:
+                raise InputError(
+                    f"runner {runner.name}: its intermediates at PARITYGATE_CAPTURE are not a "
+                    f"readable npz file: {exc}"
+                ) from None
+            return result
+
+        runner.run = run
+        try:
+            yield
+        finally:
+            del runner.run
+            runner.capture_path = None
 
 
 def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple[str, str]]:
@@ -1256,9 +1315,10 @@ def locate(
     resume: str | None = None,
 ) -> Location:
     """Where the reference and a candidate of ``claim`` part on ``case`` of ``spec`` (a Spec or
-    its path). Both runners run in process, once each, with their models captured; ``rules``
-    add to the spec's ``[locate] map``; ``noise_from`` names a runner equivalent to the
-    reference for calibrated per-layer bounds (default: the spec's ``[locate] noise_from``);
+    its path). Each runner runs once with its model captured (a command runner through
+    protocol 2); ``rules`` add to the spec's ``[locate] map``; ``noise_from`` names a runner
+    equivalent to the reference for calibrated per-layer bounds (default: the spec's
+    ``[locate] noise_from``);
     ``resume`` a candidate module to resume after (see "Bisect")."""
     with _spec_sides(spec, claim, case, candidate, rules, noise_from) as sides:
         return locate_models(**sides, margin=margin, keep=keep, resume=resume)
@@ -1291,7 +1351,7 @@ def _spec_sides(
 ) -> Iterator[dict[str, Any]]:
     """The runs and models of a claim's reference and candidate (and noise runner) on a case,
     with the runners active while inside."""
-    from .runners import make_runner
+    from .runners import SubprocessRunner, make_runner
     from .spec import Spec, load_spec
 
     if not isinstance(spec, Spec):
@@ -1325,17 +1385,15 @@ def _spec_sides(
         runner = spec.runners.get(name)
         if runner is None:
             raise InputError(f"no runner {name!r} in {spec.path.name}")
-        if runner.kind != "python":
-            raise InputError(
-                f"runner {name} runs as a command: locate captures activations inside "
-                "in-process runners only (callable or factory)"
-            )
     the_case = spec.cases[case]
     active = [make_runner(spec.runners[name], spec) for name in names]
     for runner in active:
         runner.activate()
     try:
-        models = [model_of(r.function, r.name) for r in active]
+        models = [
+            _Command(r) if isinstance(r, SubprocessRunner) else model_of(r.function, r.name)
+            for r in active
+        ]
         runs = [lambda r=r: r.run(the_case).outputs for r in active]
         reference_outputs: dict[str, Any] = {}
 

@@ -651,3 +651,71 @@ def test_the_gate_html_report_links_the_locate_page_written_beside_it(
     assert "--report</code>" not in page
     failures = page[page.index("<h2>Failures</h2>") : page.index("<h2>Every case</h2>")]
     assert 'href="locate-y-bad-one.html"' in failures and "good" not in failures
+
+
+# -- protocol 2: a command runner dumps its intermediates on request -----------------------------
+
+PORT_CLI = """
+import os
+import sys
+
+import numpy as np
+import torch
+
+from nets import TorchNet
+
+net = TorchNet().eval()
+if os.environ.get("BUG") == "1":
+    with torch.no_grad():
+        net.b.weight[0, 0] += 0.05
+captured, calls = {}, {}
+target = os.environ.get("PARITYGATE_CAPTURE")
+if target and os.environ.get("IGNORE_CAPTURE") != "1":
+    for name, module in net.named_modules():
+        def hook(module, inputs, output, name=name or "(root)"):
+            call = calls[name] = calls.get(name, -1) + 1
+            captured[f"{name}#{call}"] = output.detach().numpy()
+        module.register_forward_hook(hook)
+with torch.no_grad():
+    y = net(torch.from_numpy(np.load(sys.argv[1])["x"])).numpy()
+np.savez(sys.argv[2], y=y)
+if captured:
+    np.savez(target, **captured)
+"""
+
+COMMANDS = """
+[runners.cmd]
+role = "candidate"
+command = "{python} port_cli.py {case} {out}"
+format = "npz"
+env = { BUG = "1" }
+
+[runners.cmd-v1]
+role = "candidate"
+command = "{python} port_cli.py {case} {out}"
+format = "npz"
+env = { IGNORE_CAPTURE = "1" }
+"""
+
+
+def test_a_command_runner_dumps_its_intermediates_under_protocol_2(project, capsys, tmp_path):
+    path = project(COMMANDS)
+    (tmp_path / "port_cli.py").write_text(PORT_CLI)
+    found = locate(path, "y", "one", candidate="cmd")
+    assert not found and found.first.label == "b#0"
+    assert [(p.reference, p.how) for p in found.pairs] == [
+        ("a", "name"),
+        ("b", "name"),
+        ("head", "name"),
+        ("(root)", "name"),
+    ]
+    # a command that ignores the request: one line, exit 2
+    args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "cmd-v1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "runner cmd-v1 wrote no intermediates at PARITYGATE_CAPTURE: its command must " in err
+    assert len(err.strip().splitlines()) == 1
+    # nor can a command be resumed
+    args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "cmd"]
+    assert main([*args, "--resume", "a"]) == 2
+    assert "runner cmd runs as a command: it cannot resume" in capsys.readouterr().err
