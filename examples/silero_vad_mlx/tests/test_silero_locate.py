@@ -82,7 +82,7 @@ def test_the_port_is_byte_identical_once_capture_is_removed(vad_mlx, cases):
 
 
 def test_the_torchscript_reference_is_refused_with_what_to_pass_instead(spec, cases):
-    from paritygate.errors import InputError
+    from paritygate import InputError
 
     with pytest.raises(InputError) as caught:
         locate(spec, "probability-max-abs", cases[0].name)
@@ -93,7 +93,7 @@ def test_the_torchscript_reference_is_refused_with_what_to_pass_instead(spec, ca
 
 
 def test_an_unknown_function_is_refused(vad_mlx, cases, bound):
-    from paritygate.errors import InputError
+    from paritygate import InputError
 
     port = vad_mlx.load()
     run = lambda: port.probabilities(cases[0].samples, cases[0].rate)  # noqa: E731
