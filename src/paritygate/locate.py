@@ -617,7 +617,7 @@ def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple
     each scope's output is the first output of its last node, named like the module
     (``blocks.0.attn.qkv``), inner scopes first, as forward hooks report them. Another graph
     (no node name starting with ``/``) gives every node output, named by its tensor. The
-    graph's first output is ``(root)``."""
+    graph's first output is also reported, last, as ``(root)``."""
     emitted: list[tuple[str, str]] = []
     scoped = any(node.name.startswith("/") for node in nodes)
     if scoped:
@@ -635,7 +635,6 @@ def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple
                     emitted.append((node.outputs[0], scope))
     else:
         emitted = [(name, name) for node in nodes for name in node.outputs if name]
-    emitted = [(tensor, name) for tensor, name in emitted if tensor not in outputs[:1]]
     if outputs:
         emitted.append((outputs[0], "(root)"))
     return emitted
