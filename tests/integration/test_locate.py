@@ -607,7 +607,9 @@ def test_bad_resume_points_are_input_errors(chain):
         bisect_models(**_chain(chain, nudge_b=1e-3), points=r"blocks\.\d+")
 
 
-def test_cli_resume_and_bisect(project, capsys):
+def test_cli_resume_and_bisect(project, capsys, tmp_path):
+    import json
+
     path = project()
     args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "bad"]
     # the bug is in b: resumed after a, b still diverges; resumed after b, nothing does
@@ -617,9 +619,12 @@ def test_cli_resume_and_bisect(project, capsys):
     )
     assert main([*args, "--resume", "b"]) == 0
     assert "the error arises at or before b" in capsys.readouterr().out
-    assert main([*args, "--bisect", "a|b|head"]) == 1
+    assert main([*args, "--bisect", "a|b|head", "--json", str(tmp_path / "bisect.json")]) == 1
     out = capsys.readouterr().out
     assert "the error arises in b: resumed after a the runs still part (at b#0)" in out
+    data = json.loads((tmp_path / "bisect.json").read_text())
+    assert data["layer"] == "b" and data["points"] == ["a", "b", "head"]
+    assert data["plain"]["first"]["reference"] == "b" and set(data["runs"]) <= {"a", "b", "head"}
     assert main([*args, "--bisect", "a", "--resume", "a"]) == 2
     assert "--resume and --bisect: name one" in capsys.readouterr().err
     assert main([*args, "--resume", "zzz"]) == 2
