@@ -8,15 +8,20 @@ reference value of that activation), the cosine, and whether the pair is past it
 The first pair past its bound is where the runs part.
 
 **How a runner exposes its model.** The runner's callable (the function a ``callable`` names, or
-the object a ``factory`` returns) has an attribute ``model``: the model (a PyTorch ``nn.Module``
-or an MLX ``nn.Module``), or a function without arguments that returns it (for a model built on
-first use). Every submodule of that model is captured while the runner runs the case.
+the object a ``factory`` returns) has an attribute ``model``: the model (a PyTorch ``nn.Module``,
+an MLX ``nn.Module``, an ``onnxruntime.InferenceSession`` or :class:`Functions`), or a function
+without arguments that returns it (for a model built on first use). Every submodule of that
+model is captured while the runner runs the case.
 
 **Capture.** PyTorch: a forward hook on every named module (a TorchScript module has no hooks on
 its submodules and is refused; pass the eager module). MLX: ``nn.Module`` has no hooks and
 ``__call__`` is looked up on the class, so each child is replaced in its parent (its dict entry,
 or its slot in a list) by a recording proxy that calls it and delegates every attribute to it;
 the originals are put back afterwards, and behaviour is byte-identical once capture is removed.
+ONNX Runtime: a copy of the model whose graph outputs its intermediates (:mod:`.onnx_graph`, no
+``onnx`` package) runs in a second session that the session's ``run`` is routed through; a
+graph exported from PyTorch gives each module scope's output, named like the module. A port
+written as functions (:class:`Functions`): the named attributes of an object are wrapped.
 An activation is a module's output (its first array when it returns a tuple, list or dict),
 named by the module's path and its call number: a diffusion loop calling a block 25 times gives
 25 activations of that block. Capture needs eager runs (an ``mx.compile``-d or
@@ -40,6 +45,12 @@ reference, e.g. the reference on another thread count or another precision path)
 calibrated instead: ``margin * max-abs(noise run, reference)`` per layer (``margin`` 2 by
 default), the scaled bound where the noise run has no such activation.
 
+**Bisect.** With ``resume=`` (a candidate module), every output of that module is replaced by
+the reference's matched activation (its layout change undone), and only the pairs after each of
+its calls, up to the model's next output, are judged: runs that agree there say the error
+arises at or before it. :func:`bisect_models` resumes after a list of such points by bisection
+and names the first after which the runs agree.
+
 **Memory.** The reference's activations are held (on the host, as numpy arrays); the candidate's
 are compared as they arrive and dropped, except those waiting for the next anchor to be aligned
 by order. ``keep=True`` keeps every activation of both runs in the result (opt-in).
@@ -59,15 +70,21 @@ from typing import Any
 from .errors import InputError
 
 __all__ = [
+    "Bisection",
+    "Functions",
     "LayerPair",
     "Location",
     "NameRule",
     "capture",
     "locate",
     "locate_models",
+    "bisect_models",
+    "bisect",
     "parse_rule",
     "model_of",
+    "onnx_activations",
     "locate_command_line",
+    "locate_report_name",
     "locate_settings",
     "format_location",
     "write_plot",
@@ -120,6 +137,9 @@ class Location:
     unmatched_candidate: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # captured runs, per side
     activations: dict[str, dict[str, Any]] | None = None  # keep=True: side -> label -> array
+    resume: str = ""  # a resumed run: the candidate module whose outputs were replaced
+    resumed_from: str = ""  # ... by the reference's activations of this module
+    fed: int = 0  # ... at this many calls; only the pairs after each (to the model's output) kept
 
     @property
     def first(self) -> LayerPair | None:
@@ -132,7 +152,23 @@ class Location:
 
     @property
     def message(self) -> str:
+        if not self.resume:
+            return self._verdict()
+        source = (
+            "" if self.resumed_from == self.resume else f" (the reference's {self.resumed_from})"
+        )
+        return (
+            f"resumed after {self.resume}, fed the reference's activation{source} at "
+            f"{self.fed} call{'s' if self.fed != 1 else ''}: {self._verdict()}"
+        )
+
+    def _verdict(self) -> str:
         first = self.first
+        if self.resume and first is None:
+            return (
+                f"no divergence downstream ({len(self.pairs)} matched pairs within their "
+                f"{self.bound_method} bounds): the error arises at or before {self.resume}"
+            )
         if not self.pairs:
             return (
                 "nothing compared: no activation of the candidate matched one of the "
@@ -249,18 +285,47 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
 # --------------------------------------------------------------------------------------------
 # Capture
 
-Sink = Callable[[str, Any], None]
+Sink = Callable[[str, Any], Any]  # returns None, or an output replacing the module's
+
+
+@dataclass(frozen=True)
+class Functions:
+    """A model given as named functions of an object (a port written as methods or functions
+    rather than modules, in MLX, JAX, numpy or anything else): while captured, each attribute
+    of ``owner`` named in ``outputs`` (activation name -> attribute) records its return value
+    (its first array), and each named in ``inputs`` its first array argument, before the
+    call. The attributes are wrapped on ``owner`` itself (an instance, or a Python module whose
+    functions call each other through its globals) and put back afterwards."""
+
+    owner: Any
+    outputs: Mapping[str, str]
+    inputs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Command:
+    """A subprocess runner as a captured model (protocol 2): asked through PARITYGATE_CAPTURE
+    to write its named intermediates, which are read back after its run."""
+
+    runner: Any  # runners.SubprocessRunner
 
 
 def _framework(model: Any) -> str | None:
     import sys
 
+    if isinstance(model, Functions):
+        return "functions"
+    if isinstance(model, _Command):
+        return "command"
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         return "torch"
     nn = sys.modules.get("mlx.nn")
     if nn is not None and isinstance(model, nn.Module):
         return "mlx"
+    ort = sys.modules.get("onnxruntime")
+    if ort is not None and isinstance(model, ort.InferenceSession):
+        return "onnx"
     return None
 
 
@@ -279,8 +344,8 @@ def model_of(function: Any, runner: str = "runner") -> Any:
     _refuse_scripted(model, runner)
     if _framework(model) is None:
         raise InputError(
-            f"runner {runner}: its model is a {type(model).__name__}, not a torch.nn.Module or "
-            "an mlx.nn.Module"
+            f"runner {runner}: its model is a {type(model).__name__}, not a torch.nn.Module, "
+            "an mlx.nn.Module, an onnxruntime.InferenceSession or paritygate.locate.Functions"
         )
     return model
 
@@ -293,7 +358,9 @@ def _refuse_scripted(model: Any, runner: str) -> None:
         raise InputError(
             f"runner {runner}: its model is a TorchScript module ({type(model).__name__}); "
             "TorchScript runs its submodules without forward hooks, so nothing inside it can be "
-            "captured: expose the eager nn.Module it was scripted or traced from as `model`"
+            "captured: expose the eager nn.Module it was scripted or traced from as `model` "
+            "(or a port's stages as paritygate.locate.Functions), or locate the candidate "
+            "against another runner that exposes one"
         )
 
 
@@ -334,6 +401,11 @@ def _to_host(array: Any) -> Any:
         if array.dtype in (mx.bfloat16, mx.float16):
             array = array.astype(mx.float32)
         return np.array(array)
+    if "Tracer" in type(array).__name__:
+        raise InputError(
+            f"captured a traced value ({type(array).__name__}): capture needs eager runs; run "
+            "the model without jax.jit (or mx.compile, torch.compile) while locating"
+        )
     return np.asarray(array)
 
 
@@ -348,8 +420,8 @@ class _MlxRecorder:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = self._module(*args, **kwargs)
-        self._sink(self._name, out)
-        return out
+        replaced = self._sink(self._name, out)
+        return out if replaced is None else replaced
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
@@ -394,7 +466,9 @@ def _mlx_remove(replaced: list[tuple[Any, Any, Any]]) -> None:
 def capture(model: Any, sink: Sink) -> Iterator[None]:
     """While inside, every output of every submodule of ``model`` (and of the model itself) is
     handed to ``sink(name, output)`` as it is produced, in execution order (a module's output
-    after those of the submodules it called). The model is left exactly as it was."""
+    after those of the submodules it called); what ``sink`` returns, unless None, replaces that
+    output (how a bisect run resumes from the reference's activation). The model is left
+    exactly as it was."""
     framework = _framework(model)
     _refuse_scripted(model, "model")
     if framework == "torch":
@@ -426,17 +500,197 @@ def capture(model: Any, sink: Sink) -> Iterator[None]:
         finally:
             model.__class__ = root_class
             _mlx_remove(replaced)
+    elif framework == "onnx":
+        with _onnx_capture(model, sink):
+            yield
+    elif framework == "functions":
+        with _functions_capture(model, sink):
+            yield
+    elif framework == "command":
+        with _command_capture(model.runner, sink):
+            yield
     else:
         raise InputError(
-            f"cannot capture a {type(model).__name__}: expected a torch.nn.Module or an "
-            "mlx.nn.Module"
+            f"cannot capture a {type(model).__name__}: expected a torch.nn.Module, an "
+            "mlx.nn.Module, an onnxruntime.InferenceSession or paritygate.locate.Functions"
         )
+
+
+@contextmanager
+def _functions_capture(model: Functions, sink: Sink) -> Iterator[None]:
+    owner = model.owner
+    attributes = list(dict.fromkeys([*model.outputs.values(), *model.inputs.values()]))
+    output_of = {attr: name for name, attr in model.outputs.items()}
+    input_of = {attr: name for name, attr in model.inputs.items()}
+    own = getattr(owner, "__dict__", {})
+    saved: list[tuple[str, bool, Any]] = []  # (attribute, was in the instance dict, value)
+
+    def wrap(attribute: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if attribute in input_of:
+                given = _first_array((args, kwargs))
+                if given is not None:
+                    sink(input_of[attribute], given)
+            out = function(*args, **kwargs)
+            if attribute in output_of:
+                replaced = sink(output_of[attribute], out)
+                return out if replaced is None else replaced
+            return out
+
+        return recorded
+
+    try:
+        for attribute in attributes:
+            function = getattr(owner, attribute, None)
+            if not callable(function):
+                raise InputError(
+                    f"cannot capture {type(owner).__name__}.{attribute}: no such function"
+                )
+            saved.append((attribute, attribute in own, own.get(attribute)))
+            try:
+                setattr(owner, attribute, wrap(attribute, function))
+            except (AttributeError, TypeError):
+                saved.pop()
+                raise InputError(
+                    f"cannot capture {type(owner).__name__}.{attribute}: the attribute cannot be "
+                    "replaced (slots, or a built-in type)"
+                ) from None
+        yield
+    finally:
+        for attribute, had, value in reversed(saved):
+            if had:
+                setattr(owner, attribute, value)
+            else:
+                delattr(owner, attribute)
+
+
+@contextmanager
+def _command_capture(runner: Any, sink: Sink) -> Iterator[None]:
+    """Protocol 2: the command writes its intermediates as npz at PARITYGATE_CAPTURE (keys in
+    execution order, ``name`` or ``name#call``); they are handed to ``sink`` after each run."""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="paritygate-capture-") as folder:
+        path = Path(folder) / "capture.npz"
+        runner.capture_path = path
+        original = runner.run
+
+        def run(case: Any) -> Any:
+            if path.exists():
+                path.unlink()
+            result = original(case)
+            if not path.is_file():
+                raise InputError(
+                    f"runner {runner.name} wrote no intermediates at PARITYGATE_CAPTURE: its "
+                    "command must support protocol 2's capture (docs/subprocess-protocol.md)"
+                )
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    for key in data.files:
+                        name = re.sub(r"#\d+$", "", key)
+                        if sink(name, data[key]) is not None:
+                            raise InputError(
+                                f"runner {runner.name} runs as a command: it cannot resume from "
+                                "an intermediate"
+                            )
+            except (OSError, ValueError) as exc:
+                raise InputError(
+                    f"runner {runner.name}: its intermediates at PARITYGATE_CAPTURE are not a "
+                    f"readable npz file: {exc}"
+                ) from None
+            return result
+
+        runner.run = run
+        try:
+            yield
+        finally:
+            del runner.run
+            runner.capture_path = None
+
+
+def onnx_activations(nodes: Sequence[Any], outputs: Sequence[str]) -> list[tuple[str, str]]:
+    """(tensor, activation name) of an ONNX graph's captured tensors, in emission order.
+
+    A graph exported from PyTorch names its nodes by module scope (``/blocks.0/attn/qkv/MatMul``):
+    each scope's output is the first output of its last node, named like the module
+    (``blocks.0.attn.qkv``), inner scopes first, as forward hooks report them. Another graph
+    (no node name starting with ``/``) gives every node output, named by its tensor. The
+    graph's first output is also reported, last, as ``(root)``."""
+    emitted: list[tuple[str, str]] = []
+    scoped = any(node.name.startswith("/") for node in nodes)
+    if scoped:
+        last: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            parts = node.name.strip("/").split("/")[:-1] if node.name.startswith("/") else []
+            for depth in range(1, len(parts) + 1):
+                last[".".join(parts[:depth])] = i
+        ends: dict[int, list[str]] = {}
+        for scope, i in last.items():
+            ends.setdefault(i, []).append(scope)
+        for i, node in enumerate(nodes):
+            if node.outputs and node.outputs[0] and i in ends:
+                for scope in sorted(ends[i], key=lambda name: -name.count(".")):
+                    emitted.append((node.outputs[0], scope))
+    else:
+        emitted = [(name, name) for node in nodes for name in node.outputs if name]
+    if outputs:
+        emitted.append((outputs[0], "(root)"))
+    return emitted
+
+
+@contextmanager
+def _onnx_capture(session: Any, sink: Sink) -> Iterator[None]:
+    """A second session over a copy of the model whose graph outputs the captured tensors; the
+    session's ``run`` is routed through it (one run gives the outputs and the intermediates),
+    and put back afterwards."""
+    import onnxruntime
+
+    from .onnx_graph import read_graph, with_outputs
+
+    if session._model_bytes is not None:
+        model = bytes(session._model_bytes)
+    else:
+        model = Path(session._model_path).read_bytes()
+    nodes, outputs = read_graph(model)
+    emitted = onnx_activations(nodes, outputs)
+    added = list(dict.fromkeys(t for t, _ in emitted if t not in outputs))
+    try:
+        captured = onnxruntime.InferenceSession(
+            with_outputs(model, added),
+            sess_options=session._sess_options,
+            providers=session.get_providers(),
+        )
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise InputError(
+            f"cannot capture the ONNX model's intermediates: {str(exc).splitlines()[0]} (a model "
+            "with external data must be loaded from bytes)"
+        ) from None
+    names = [o.name for o in captured.get_outputs()]
+    original = [o.name for o in session.get_outputs()]
+
+    def run(output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
+        values = dict(zip(names, captured.run(None, input_feed, run_options), strict=True))
+        for tensor, name in emitted:
+            if sink(name, values[tensor]) is not None:
+                raise InputError(
+                    "an ONNX Runtime session cannot resume from an intermediate: resume a "
+                    "torch or MLX candidate"
+                )
+        return [values[n] for n in (output_names or original)]
+
+    session.run = run  # an instance attribute shadows the class's method
+    try:
+        yield
+    finally:
+        del session.run
 
 
 def _root_call(self: Any, call: Callable[..., Any], sink: Sink, args: Any, kwargs: Any) -> Any:
     out = call(self, *args, **kwargs)
-    sink("(root)", out)
-    return out
+    replaced = sink("(root)", out)
+    return out if replaced is None else replaced
 
 
 # --------------------------------------------------------------------------------------------
@@ -571,11 +825,20 @@ class _Matcher:
     """The candidate side: each activation matched (by rule or name) and compared on arrival;
     the ones between two anchors are aligned by order when the next anchor arrives."""
 
-    def __init__(self, reference: _Recorder, rules: Sequence[NameRule], judge: _Judge, keep: bool):
+    def __init__(
+        self,
+        reference: _Recorder,
+        rules: Sequence[NameRule],
+        judge: _Judge,
+        keep: bool,
+        release: bool | None = None,
+    ):
         self.reference = reference
         self.rules = rules
         self.judge = judge
         self.keep = keep
+        # a matched reference activation's values are dropped unless kept (or needed again)
+        self.release = not keep if release is None else release
         self.pairs: list[LayerPair] = []
         self.pending: list[_Activation] = []
         self.unmatched: list[str] = []
@@ -617,7 +880,7 @@ class _Matcher:
             self.last_anchor = ref.position
         ref.matched = True
         self.pairs.append(_pair(ref, name, array, how, 1.0, self.judge))
-        if not self.keep:
+        if self.release:
             ref.array = _Released(ref.array.shape)
 
     def _fill(self, end: int) -> None:
@@ -635,7 +898,7 @@ class _Matcher:
             ref.matched = True
             self.pairs.append(_pair(ref, cand.name, cand.array, "order", confidence, self.judge))
             cand.matched = True
-            if not self.keep:
+            if self.release:
                 ref.array = _Released(ref.array.shape)
         self.unmatched.extend(f"{c.name}#{c.call}" for c in self.pending if not c.matched)
         self.pending = []
@@ -666,6 +929,218 @@ def _judged_metric(metric: str) -> str:
     return ""
 
 
+class _Session:
+    """The reference side of a comparison (and its noise run), recorded once; each candidate
+    run is compared against it (a bisect compares several)."""
+
+    def __init__(
+        self,
+        reference_run: Callable[[], Any],
+        reference_model: Any,
+        *,
+        metric: str,
+        bound: float,
+        output_scale: float | None,
+        rules: Sequence[NameRule | str | Mapping[str, Any]],
+        noise: tuple[Callable[[], Any], Any] | None,
+        margin: float,
+    ):
+        import numpy as np
+
+        judged = _judged_metric(metric)
+        if not judged and noise is None:
+            raise InputError(
+                f"metric {metric!r} has no per-layer bound scaled from the claim; calibrate the "
+                "bounds from a second run equivalent to the reference (noise_from, --noise-from)"
+            )
+        self.rules = [r if isinstance(r, NameRule) else parse_rule(r) for r in rules]
+        self.reference = _Recorder()
+        start = time.perf_counter()
+        with capture(reference_model, self.reference):
+            outputs = reference_run()
+        self.seconds = {"reference": time.perf_counter() - start}
+        if output_scale is None:
+            from ._host import host_arrays
+
+            leaves = [
+                np.asarray(v, dtype=np.float64)
+                for v in host_arrays(outputs, root="output").values()
+                if np.asarray(v).dtype.kind in "fc" and np.asarray(v).size
+            ]
+            output_scale = max((float(np.abs(v).max()) for v in leaves), default=1.0)
+        self.judge = _Judge(
+            judged or "max_abs",
+            (1.0 - bound if judged == "one_minus_cosine" else bound) if judged else math.inf,
+            output_scale or 1.0,
+            margin=margin,
+        )
+        self.calibrated = noise is not None
+        if noise is not None:
+            noise_run, noise_model = noise
+            probe = _Matcher(
+                self.reference, self.rules, _Judge("max_abs", 0.0, 1.0), keep=False, release=False
+            )
+            start = time.perf_counter()
+            with capture(noise_model, probe):
+                noise_run()
+            probe.finish()
+            self.seconds["noise"] = time.perf_counter() - start
+            self.judge.noise = {p.position: p.max_abs for p in probe.pairs}
+
+    def target(self, point: str) -> tuple[str, NameRule | None]:
+        """The reference module a candidate module stands for, and the rule that says so."""
+        for rule in self.rules:
+            mapped = rule.apply(point)
+            if mapped is not None and (mapped, 0) in self.reference.by_key:
+                return mapped, rule
+        return point, None
+
+    def compare(
+        self,
+        candidate_run: Callable[[], Any],
+        candidate_model: Any,
+        *,
+        keep: bool,
+        release: bool,
+        names: tuple[str, str, str, str],
+        resume: str | None = None,
+    ) -> Location:
+        for item in self.reference.items:
+            item.matched = False
+        matcher = _Matcher(self.reference, self.rules, self.judge, keep, release=release)
+        sink: Sink = matcher
+        if resume is not None:
+            target, rule = self.target(resume)
+            feeds = {c: r.array for (n, c), r in self.reference.by_key.items() if n == target}
+            if not feeds or any(isinstance(a, _Released) for a in feeds.values()):
+                raise InputError(
+                    f"resume point {resume}: the reference has no activation {target!r} to resume "
+                    "from; name a candidate module matched to the reference by name or by a name "
+                    "rule"
+                )
+            sink = _Resumer(matcher, resume, feeds, rule)
+        seconds = dict(self.seconds)
+        start = time.perf_counter()
+        with capture(candidate_model, sink):
+            candidate_run()
+        seconds["candidate"] = time.perf_counter() - start
+        matcher.finish()
+        location = Location(
+            claim=names[0],
+            case=names[1],
+            reference_runner=names[2],
+            candidate_runner=names[3],
+            judged=self.judge.judged,
+            bound_method="calibrated" if self.calibrated else "scaled",
+            pairs=matcher.pairs,
+            unmatched_reference=[
+                f"{r.name}#{r.call}" for r in self.reference.items if not r.matched
+            ],
+            unmatched_candidate=matcher.unmatched,
+            seconds=seconds,
+        )
+        if resume is not None:
+            assert isinstance(sink, _Resumer)
+            if not sink.fed:
+                raise InputError(
+                    f"resume point {resume}: the candidate ran no module of that name (it ran "
+                    f"{', '.join(sorted({p.candidate for p in matcher.pairs})[:8]) or 'none'}, …)"
+                )
+            fed = [self.reference.by_key[(target, c)].position for c in sink.fed]
+            roots = sorted(r.position for r in self.reference.items if r.name == "(root)")
+            windows = [(p, next((r for r in roots if r >= p), math.inf)) for p in fed]
+            location.pairs = [
+                p for p in location.pairs if any(lo < p.position <= hi for lo, hi in windows)
+            ]
+            location.resume = resume
+            location.resumed_from = target
+            location.fed = len(sink.fed)
+        if keep:
+            location.activations = {
+                "reference": {f"{r.name}#{r.call}": r.array for r in self.reference.items},
+                "candidate": matcher.kept,
+            }
+        return location
+
+
+class _Resumer:
+    """A candidate sink that records (through the matcher) and replaces every output of the
+    resume point with the reference's activation of that call, in the candidate's layout."""
+
+    def __init__(self, matcher: _Matcher, point: str, feeds: dict[int, Any], rule: NameRule | None):
+        self.matcher = matcher
+        self.point = point
+        self.feeds = feeds
+        self.rule = rule
+        self.calls = 0
+        self.fed: list[int] = []
+
+    def __call__(self, name: str, output: Any) -> Any:
+        self.matcher(name, output)
+        if name != self.point:
+            return None
+        call, self.calls = self.calls, self.calls + 1
+        feed = self.feeds.get(call)
+        like = _first_array(output)
+        if feed is None or like is None:
+            return None
+        self.fed.append(call)
+        return _with_first_array(output, _from_host(_candidate_layout(feed, like, self.rule), like))
+
+
+def _candidate_layout(array: Any, like: Any, rule: NameRule | None) -> Any:
+    """The reference's array in the candidate's layout: the rule's layout change undone."""
+    import numpy as np
+
+    shape = tuple(int(d) for d in like.shape)
+    if rule is not None and rule.transpose is not None:
+        permuted = tuple(shape[i] for i in rule.transpose)
+        return np.asarray(array).reshape(permuted).transpose(np.argsort(rule.transpose))
+    return np.asarray(array).reshape(shape)
+
+
+def _from_host(array: Any, like: Any) -> Any:
+    """A numpy array as an array of ``like``'s framework, dtype and device."""
+    module = type(like).__module__
+    if module.startswith("torch"):
+        import torch
+
+        return torch.from_numpy(array.copy()).to(dtype=like.dtype, device=like.device)
+    if module.startswith("mlx"):
+        import mlx.core as mx
+
+        return mx.array(array).astype(like.dtype)
+    if module.startswith(("jax", "jaxlib")):
+        import jax.numpy as jnp
+
+        return jnp.asarray(array, dtype=like.dtype)
+    import numpy as np
+
+    return np.asarray(array, dtype=like.dtype)
+
+
+def _with_first_array(value: Any, new: Any) -> Any:
+    """``value`` with its first array (as :func:`_first_array` finds it) replaced by ``new``."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return new
+    if isinstance(value, (tuple, list)):
+        items = list(value)
+        for i, item in enumerate(items):
+            if _first_array(item) is not None:
+                items[i] = _with_first_array(item, new)
+                return type(value)(items) if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        items = dict(value)
+        for key, item in items.items():
+            if _first_array(item) is not None:
+                items[key] = _with_first_array(item, new)
+                return items
+    raise InputError(
+        f"cannot resume from a {type(value).__name__} output: a resume point must return an "
+        "array, or a tuple, list or dict holding one"
+    )
+
+
 def locate_models(
     reference_run: Callable[[], Any],
     reference_model: Any,
@@ -680,6 +1155,7 @@ def locate_models(
     margin: float = MARGIN,
     keep: bool = False,
     names: tuple[str, str, str, str] = ("", "", "reference", "candidate"),
+    resume: str | None = None,
 ) -> Location:
     """The layer-by-layer comparison of two runs (each a function without arguments that runs
     its model on the case and returns the outputs) over their captured models.
@@ -687,71 +1163,142 @@ def locate_models(
     ``metric`` and ``bound``: the claim's (see the module docstring for the per-layer bound);
     ``output_scale``: the largest magnitude of the outputs the claim covers (default: of the
     reference run's return value). ``noise``: (run, model) of a run equivalent to the reference,
-    for calibrated bounds."""
-    import numpy as np
-
-    judged = _judged_metric(metric)
-    if not judged and noise is None:
-        raise InputError(
-            f"metric {metric!r} has no per-layer bound scaled from the claim; calibrate the "
-            "bounds from a second run equivalent to the reference (noise_from, --noise-from)"
-        )
-    compiled_rules = [r if isinstance(r, NameRule) else parse_rule(r) for r in rules]
-    reference = _Recorder()
-    start = time.perf_counter()
-    with capture(reference_model, reference):
-        outputs = reference_run()
-    seconds = {"reference": time.perf_counter() - start}
-    if output_scale is None:
-        from ._host import host_arrays
-
-        leaves = [
-            np.asarray(v, dtype=np.float64)
-            for v in host_arrays(outputs, root="output").values()
-            if np.asarray(v).dtype.kind in "fc" and np.asarray(v).size
-        ]
-        output_scale = max((float(np.abs(v).max()) for v in leaves), default=1.0)
-    judge = _Judge(
-        judged or "max_abs",
-        (1.0 - bound if judged == "one_minus_cosine" else bound) if judged else math.inf,
-        output_scale or 1.0,
+    for calibrated bounds. ``resume``: a candidate module whose every output is replaced by the
+    reference's matched activation; only what runs after it is judged (see "Bisect")."""
+    session = _Session(
+        reference_run,
+        reference_model,
+        metric=metric,
+        bound=bound,
+        output_scale=output_scale,
+        rules=rules,
+        noise=noise,
         margin=margin,
     )
-    if noise is not None:
-        noise_run, noise_model = noise
-        probe = _Matcher(reference, compiled_rules, _Judge("max_abs", 0.0, 1.0), keep=True)
-        start = time.perf_counter()
-        with capture(noise_model, probe):
-            noise_run()
-        probe.finish()
-        seconds["noise"] = time.perf_counter() - start
-        judge.noise = {p.position: p.max_abs for p in probe.pairs}
-        for item in reference.items:
-            item.matched = False
-    matcher = _Matcher(reference, compiled_rules, judge, keep)
-    start = time.perf_counter()
-    with capture(candidate_model, matcher):
-        candidate_run()
-    seconds["candidate"] = time.perf_counter() - start
-    matcher.finish()
-    location = Location(
-        claim=names[0],
-        case=names[1],
-        reference_runner=names[2],
-        candidate_runner=names[3],
-        judged=judge.judged,
-        bound_method="calibrated" if noise is not None else "scaled",
-        pairs=matcher.pairs,
-        unmatched_reference=[f"{r.name}#{r.call}" for r in reference.items if not r.matched],
-        unmatched_candidate=matcher.unmatched,
-        seconds=seconds,
+    return session.compare(
+        candidate_run, candidate_model, keep=keep, release=not keep, names=names, resume=resume
     )
-    if keep:
-        location.activations = {
-            "reference": {f"{r.name}#{r.call}": r.array for r in reference.items},
-            "candidate": matcher.kept,
+
+
+@dataclass
+class Bisection:
+    """What :func:`bisect_models` found: the plain comparison, the resumed runs it made (resume
+    point -> its Location, in the order made) and where the error arises."""
+
+    plain: Location
+    points: list[str]
+    runs: dict[str, Location] = field(default_factory=dict)
+    layer: str | None = None  # the first resume point after which the runs agree
+
+    def __bool__(self) -> bool:
+        return bool(self.plain)
+
+    @property
+    def message(self) -> str:
+        plain = self.plain
+        if plain.first is None:
+            return f"nothing to bisect: {plain.message}"
+        growth = f"error growth alone points at {plain.first.label}"
+        if self.layer is None:
+            last = self.runs[self.points[-1]]
+            assert last.first is not None
+            return (
+                f"the error arises after {self.points[-1]}: resumed after it, the runs still "
+                f"part at {last.first.label}; {growth}"
+            )
+        at = self.points.index(self.layer)
+        if at == 0:
+            return (
+                f"the error arises at or before {self.layer}: resumed after it, the runs agree; "
+                f"{growth}"
+            )
+        before = self.runs[self.points[at - 1]]
+        assert before.first is not None
+        return (
+            f"the error arises in {self.layer}: resumed after {self.points[at - 1]} the runs "
+            f"still part (at {before.first.label}), resumed after {self.layer} they agree; "
+            f"{growth}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "points": self.points,
+            "message": self.message,
+            "plain": self.plain.to_dict(),
+            "runs": {point: run.to_dict() for point, run in self.runs.items()},
         }
-    return location
+
+
+def bisect_models(
+    reference_run: Callable[[], Any],
+    reference_model: Any,
+    candidate_run: Callable[[], Any],
+    candidate_model: Any,
+    *,
+    points: str | Sequence[str],
+    metric: str = "max_abs",
+    bound: float,
+    output_scale: float | None = None,
+    rules: Sequence[NameRule | str | Mapping[str, Any]] = (),
+    noise: tuple[Callable[[], Any], Any] | None = None,
+    margin: float = MARGIN,
+    names: tuple[str, str, str, str] = ("", "", "reference", "candidate"),
+) -> Bisection:
+    """Where the error arises, told apart from where it is first seen: the candidate resumed
+    after each of ``points`` (candidate module names in execution order, or a regular
+    expression matched against the candidate's module names, e.g. ``blocks\\.\\d+``), by
+    bisection. The reference runs once; the candidate once plainly and about log2(points)
+    times resumed."""
+    session = _Session(
+        reference_run,
+        reference_model,
+        metric=metric,
+        bound=bound,
+        output_scale=output_scale,
+        rules=rules,
+        noise=noise,
+        margin=margin,
+    )
+
+    def run(resume: str | None) -> Location:
+        return session.compare(
+            candidate_run, candidate_model, keep=False, release=False, names=names, resume=resume
+        )
+
+    plain = run(None)
+    if isinstance(points, str):
+        try:
+            pattern = re.compile(points)
+        except re.error as exc:
+            raise InputError(f"bisect points {points!r}: not a regular expression: {exc}") from None
+        seen: dict[str, None] = {}
+        for pair in plain.pairs:  # the reference's execution order
+            if pattern.fullmatch(pair.candidate):
+                seen.setdefault(pair.candidate)
+        chosen = list(seen)
+        if not chosen:
+            raise InputError(
+                f"bisect points {points!r}: no matched candidate module's name matches it"
+            )
+    else:
+        chosen = list(points)
+        if not chosen:
+            raise InputError("bisect: name at least one resume point")
+    result = Bisection(plain=plain, points=chosen)
+    if plain.first is None:
+        return result
+    lo, hi = 0, len(chosen)  # the first point after which the runs agree lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        resumed = run(chosen[mid])
+        result.runs[chosen[mid]] = resumed
+        if resumed.first is None:
+            hi = mid
+        else:
+            lo = mid + 1
+    result.layer = chosen[lo] if lo < len(chosen) else None
+    return result
 
 
 def locate(
@@ -764,12 +1311,46 @@ def locate(
     noise_from: str | None = None,
     margin: float = MARGIN,
     keep: bool = False,
+    resume: str | None = None,
 ) -> Location:
     """Where the reference and a candidate of ``claim`` part on ``case`` of ``spec`` (a Spec or
-    its path). Both runners run in process, once each, with their models captured; ``rules``
-    add to the spec's ``[locate] map``; ``noise_from`` names a runner equivalent to the
-    reference for calibrated per-layer bounds (default: the spec's ``[locate] noise_from``)."""
-    from .runners import make_runner
+    its path). Each runner runs once with its model captured (a command runner through
+    protocol 2); ``rules`` add to the spec's ``[locate] map``; ``noise_from`` names a runner
+    equivalent to the reference for calibrated per-layer bounds (default: the spec's
+    ``[locate] noise_from``);
+    ``resume`` a candidate module to resume after (see "Bisect")."""
+    with _spec_sides(spec, claim, case, candidate, rules, noise_from) as sides:
+        return locate_models(**sides, margin=margin, keep=keep, resume=resume)
+
+
+def bisect(
+    spec: Any,
+    claim: str,
+    case: str,
+    points: str | Sequence[str],
+    *,
+    candidate: str | None = None,
+    rules: Sequence[NameRule | str | Mapping[str, Any]] = (),
+    noise_from: str | None = None,
+    margin: float = MARGIN,
+) -> Bisection:
+    """:func:`bisect_models` on ``case`` of ``spec``, with the runners of :func:`locate`."""
+    with _spec_sides(spec, claim, case, candidate, rules, noise_from) as sides:
+        return bisect_models(**sides, points=points, margin=margin)
+
+
+@contextmanager
+def _spec_sides(
+    spec: Any,
+    claim: str,
+    case: str,
+    candidate: str | None,
+    rules: Sequence[NameRule | str | Mapping[str, Any]],
+    noise_from: str | None,
+) -> Iterator[dict[str, Any]]:
+    """The runs and models of a claim's reference and candidate (and noise runner) on a case,
+    with the runners active while inside."""
+    from .runners import SubprocessRunner, make_runner
     from .spec import Spec, load_spec
 
     if not isinstance(spec, Spec):
@@ -803,17 +1384,15 @@ def locate(
         runner = spec.runners.get(name)
         if runner is None:
             raise InputError(f"no runner {name!r} in {spec.path.name}")
-        if runner.kind != "python":
-            raise InputError(
-                f"runner {name} runs as a command: locate captures activations inside "
-                "in-process runners only (callable or factory)"
-            )
     the_case = spec.cases[case]
     active = [make_runner(spec.runners[name], spec) for name in names]
     for runner in active:
         runner.activate()
     try:
-        models = [model_of(r.function, r.name) for r in active]
+        models = [
+            _Command(r) if isinstance(r, SubprocessRunner) else model_of(r.function, r.name)
+            for r in active
+        ]
         runs = [lambda r=r: r.run(the_case).outputs for r in active]
         reference_outputs: dict[str, Any] = {}
 
@@ -821,24 +1400,21 @@ def locate(
             reference_outputs.update(runs[0]())
             return chosen.covered(reference_outputs) or reference_outputs
 
-        location = locate_models(
-            reference_run,
-            models[0],
-            runs[1],
-            models[1],
-            metric=chosen.metric,
-            bound=chosen.bound,
-            output_scale=None,
-            rules=all_rules,
-            noise=(runs[2], models[2]) if noise_name else None,
-            margin=margin,
-            keep=keep,
-            names=(claim, case, names[0], candidate),
-        )
+        yield {
+            "reference_run": reference_run,
+            "reference_model": models[0],
+            "candidate_run": runs[1],
+            "candidate_model": models[1],
+            "metric": chosen.metric,
+            "bound": chosen.bound,
+            "output_scale": None,
+            "rules": all_rules,
+            "noise": (runs[2], models[2]) if noise_name else None,
+            "names": (claim, case, names[0], candidate),
+        }
     finally:
         for runner in reversed(active):
             runner.deactivate()
-    return location
 
 
 def locate_settings(spec: Any) -> dict[str, Any]:
@@ -877,6 +1453,15 @@ def locate_command_line(spec_path: str | Path, claim: str, case: str) -> str:
         f"paritygate locate {shlex.quote(str(spec_path))} --claim {shlex.quote(claim)} "
         f"--case {shlex.quote(case)}"
     )
+
+
+def locate_report_name(claim: str, candidate: str, case: str) -> str:
+    """The file name of the page ``paritygate locate --report`` writes into the gate's report
+    folder, and that the gate's HTML report links when it exists:
+    ``locate-<claim>-<candidate>-<case>.html`` (characters other than letters, digits, ``.``,
+    ``_`` and ``-`` become ``_``)."""
+    safe = [re.sub(r"[^A-Za-z0-9._-]", "_", part) for part in (claim, candidate, case)]
+    return "locate-" + "-".join(safe) + ".html"
 
 
 # --------------------------------------------------------------------------------------------

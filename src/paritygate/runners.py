@@ -65,7 +65,9 @@ __all__ = [
 
 # The subprocess protocol's version, handed to commands as PARITYGATE_PROTOCOL.
 # History: 1 — argv template with {case} {out}; outputs as JSON / npz / safetensors at {out}.
-PROTOCOL_VERSION = 1
+# 2 — an optional request: with PARITYGATE_CAPTURE set (paritygate locate), the command also
+# writes its named intermediates there (npz, in execution order); otherwise as 1.
+PROTOCOL_VERSION = 2
 #: The name of a runner's output when it returns a single array or number.
 BARE_OUTPUT = "output"
 STDERR_KEEP = 8192  # bytes of stderr kept for the report (the tail, where the error usually is)
@@ -574,11 +576,12 @@ class PythonRunner(ActiveRunner):
 
 
 class SubprocessRunner(ActiveRunner):
-    """A command speaking protocol v1 (docs/subprocess-protocol.md)."""
+    """A command speaking protocol v2 (docs/subprocess-protocol.md)."""
 
     def __init__(self, runner: Runner, spec: Spec):
         super().__init__(runner, spec)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.capture_path: Path | None = None  # set by locate: PARITYGATE_CAPTURE (protocol 2)
 
     @property
     def output_format(self) -> str:
@@ -626,6 +629,8 @@ class SubprocessRunner(ActiveRunner):
         )
         if self.runner.seed is not None:
             env["PARITYGATE_SEED"] = str(self.runner.seed)
+        if self.capture_path is not None:
+            env["PARITYGATE_CAPTURE"] = str(self.capture_path)
         argv = self.argv(case, out)
         cwd = self.runner.cwd or self.spec.root
         start = time.perf_counter()

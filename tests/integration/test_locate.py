@@ -11,7 +11,7 @@ import torch  # noqa: E402
 
 from paritygate.cli import main
 from paritygate.errors import InputError
-from paritygate.locate import capture, locate, locate_models, parse_rule
+from paritygate.locate import bisect_models, capture, locate, locate_models, parse_rule
 
 # -- two small models of one function, in two frameworks, with different module trees ----------
 
@@ -468,3 +468,259 @@ def test_nothing_matched_does_not_pass(pair):
     assert found.pairs == [] and not found
     assert found.message.startswith("nothing compared: no activation of the candidate matched")
     assert found.unmatched_candidate == ["only#0", "(root)#0"]
+
+
+# -- bisect: resuming the candidate from the reference's activation -----------------------------
+
+
+class TorchChain(torch.nn.Module):
+    """pre -> a -> b -> head, where b amplifies a's nearly silent channel 7 a hundredfold: an
+    error there is small in a and large in b."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.pre = torch.nn.Linear(8, 8)
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+            self.a.weight[7] *= 0.01
+            self.a.bias[7] = 0.0
+            self.b.weight[:, 7] *= 100.0
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.b(torch.tanh(self.a(torch.tanh(self.pre(x)))))))
+
+
+class MlxChain(mnn.Module):
+    """The same chain whose ``first`` (a) returns its output transposed, features first."""
+
+    class Transposing(mnn.Module):
+        def __init__(self, linear) -> None:
+            super().__init__()
+            self.linear = linear
+
+        def __call__(self, x):
+            return self.linear(x).T
+
+    def __init__(self, twin: TorchChain, nudge_a: float = 0.0, nudge_b: float = 0.0) -> None:
+        super().__init__()
+        layers = []
+        for theirs in (twin.pre, twin.a, twin.b, twin.head):
+            mine = mnn.Linear(theirs.in_features, theirs.out_features)
+            mine.weight = mx.array(theirs.weight.detach().numpy())
+            mine.bias = mx.array(theirs.bias.detach().numpy())
+            layers.append(mine)
+        self.pre, first, self.second, self.out = layers
+        self.first = MlxChain.Transposing(first)
+        bias = np.array(first.bias)
+        bias[7] += nudge_a  # a planted bug in a, small at a and amplified by b
+        first.bias = mx.array(bias)
+        bias = np.array(self.second.bias)
+        bias[0] += nudge_b  # a planted bug in b itself
+        self.second.bias = mx.array(bias)
+
+    def __call__(self, x):
+        h = mx.tanh(self.first(mx.tanh(self.pre(x)))).T
+        return self.out(mx.tanh(self.second(h)))
+
+
+CHAIN_RULES = [
+    {"from": "first", "to": "a", "transpose": [1, 0]},
+    "second -> b",
+    "out -> head",
+]
+
+
+@pytest.fixture(scope="module")
+def chain():
+    net = TorchChain().eval()
+    x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+    return net, x
+
+
+def _chain(chain, **bugs):
+    net, x = chain
+    cand = MlxChain(net, **bugs)
+    return dict(
+        reference_run=_torch_run(net, x),
+        reference_model=net,
+        candidate_run=_mlx_run(cand, x),
+        candidate_model=cand,
+        bound=1e-4,
+        rules=CHAIN_RULES,
+    )
+
+
+def test_error_growth_alone_points_one_layer_after_the_bug(chain):
+    found = locate_models(**_chain(chain, nudge_a=2e-5))
+    by_ref = {p.reference: p for p in found.pairs}
+    assert 0 < by_ref["a"].judged < by_ref["a"].bound  # the bug is below a's own bound
+    assert not found and found.first.reference == "b"
+
+
+def test_resumed_after_the_buggy_layer_the_runs_agree_downstream(chain):
+    sides = _chain(chain, nudge_a=2e-5)
+    after = locate_models(**sides, resume="first")
+    assert after.first is None and after.fed == 1 and after.resumed_from == "a"
+    # fed through the rule's layout: the candidate's (8, 3) output from the reference's (3, 8)
+    assert [p.reference for p in after.pairs] == ["b", "head", "(root)"]
+    assert after.message == (
+        "resumed after first, fed the reference's activation (the reference's a) at 1 call: no "
+        "divergence downstream (3 matched pairs within their scaled bounds): the error arises at "
+        "or before first"
+    )
+    before = locate_models(**sides, resume="pre")
+    assert before.first.reference == "b" and "pre" not in [p.reference for p in before.pairs]
+    assert before.message.startswith("resumed after pre, fed the reference's activation at 1 ")
+
+
+def test_bisect_names_the_layer_where_the_error_arises(chain):
+    found = bisect_models(**_chain(chain, nudge_a=2e-5), points=r"pre|first|second|out")
+    assert found.points == ["pre", "first", "second", "out"]
+    assert found.layer == "first"
+    assert found.message == (
+        "the error arises in first: resumed after pre the runs still part (at b#0), resumed "
+        "after first they agree; error growth alone points at b#0"
+    )
+    assert len(found.runs) == 3  # ceil(log2(points + 1)) resumed runs, and one reference run
+
+
+def test_bisect_tells_a_wrong_layer_from_an_error_that_arrived(chain):
+    found = bisect_models(**_chain(chain, nudge_b=1e-3), points=["pre", "first", "second", "out"])
+    assert found.layer == "second" and found.plain.first.reference == "b"
+    assert found.message.startswith("the error arises in second: resumed after first the runs ")
+    good = bisect_models(**_chain(chain), points=["pre", "first"])
+    assert good and good.layer is None and good.runs == {}
+    assert good.message.startswith("nothing to bisect: no divergence: ")
+
+
+def test_bad_resume_points_are_input_errors(chain):
+    with pytest.raises(InputError, match="resume point nope: the reference has no activation"):
+        locate_models(**_chain(chain), resume="nope")
+    with pytest.raises(InputError, match="bisect points .* not a regular expression: missing \\)"):
+        bisect_models(**_chain(chain, nudge_b=1e-3), points=r"blocks\.(")
+    with pytest.raises(InputError, match="no matched candidate module's name matches it"):
+        bisect_models(**_chain(chain, nudge_b=1e-3), points=r"blocks\.\d+")
+
+
+def test_cli_resume_and_bisect(project, capsys, tmp_path):
+    import json
+
+    path = project()
+    args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "bad"]
+    # the bug is in b: resumed after a, b still diverges; resumed after b, nothing does
+    assert main([*args, "--resume", "a"]) == 1
+    assert "resumed after a, fed the reference's activation at 1 call: first divergence at b#0" in (
+        capsys.readouterr().out
+    )
+    assert main([*args, "--resume", "b"]) == 0
+    assert "the error arises at or before b" in capsys.readouterr().out
+    assert main([*args, "--bisect", "a|b|head", "--json", str(tmp_path / "bisect.json")]) == 1
+    out = capsys.readouterr().out
+    assert "the error arises in b: resumed after a the runs still part (at b#0)" in out
+    data = json.loads((tmp_path / "bisect.json").read_text())
+    assert data["layer"] == "b" and data["points"] == ["a", "b", "head"]
+    assert data["plain"]["first"]["reference"] == "b" and set(data["runs"]) <= {"a", "b", "head"}
+    assert main([*args, "--bisect", "a", "--resume", "a"]) == 2
+    assert "--resume and --bisect: name one" in capsys.readouterr().err
+    assert main([*args, "--resume", "zzz"]) == 2
+    assert "resume point zzz: the reference has no activation 'zzz'" in capsys.readouterr().err
+
+
+def test_the_gate_html_report_links_the_locate_page_written_beside_it(
+    project, capsys, monkeypatch, tmp_path
+):
+    path = project()
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", str(path)]) == 0
+    assert main(["gate", str(path)]) == 1
+    folder = tmp_path / "parity-reports" / "parity"
+    page = (folder / "report.html").read_text()
+    command = "paritygate locate parity.toml --claim y --case one --candidate bad"
+    # no page yet: the report says how to write one
+    assert f"where it parts: <code>{command} --report</code>" in page
+    assert 'href="locate-' not in page
+    capsys.readouterr()
+    assert main([*command.split()[1:], "--report"]) == 1
+    written = folder / "locate-y-bad-one.html"
+    assert f"report: {written}" in capsys.readouterr().out
+    assert "first divergence at b#0" in written.read_text()
+    # the next report (a gate run, or `paritygate report`) links it, under the failing claim
+    assert main(["report", str(folder / "result.json")]) == 1
+    page = (folder / "report.html").read_text()
+    assert page.count('href="locate-y-bad-one.html"') == 1
+    assert "--report</code>" not in page
+    failures = page[page.index("<h2>Failures</h2>") : page.index("<h2>Every case</h2>")]
+    assert 'href="locate-y-bad-one.html"' in failures and "good" not in failures
+
+
+# -- protocol 2: a command runner dumps its intermediates on request -----------------------------
+
+PORT_CLI = """
+import os
+import sys
+
+import numpy as np
+import torch
+
+from nets import TorchNet
+
+net = TorchNet().eval()
+if os.environ.get("BUG") == "1":
+    with torch.no_grad():
+        net.b.weight[0, 0] += 0.05
+captured, calls = {}, {}
+target = os.environ.get("PARITYGATE_CAPTURE")
+if target and os.environ.get("IGNORE_CAPTURE") != "1":
+    for name, module in net.named_modules():
+        def hook(module, inputs, output, name=name or "(root)"):
+            call = calls[name] = calls.get(name, -1) + 1
+            captured[f"{name}#{call}"] = output.detach().numpy()
+        module.register_forward_hook(hook)
+with torch.no_grad():
+    y = net(torch.from_numpy(np.load(sys.argv[1])["x"])).numpy()
+np.savez(sys.argv[2], y=y)
+if captured:
+    np.savez(target, **captured)
+"""
+
+COMMANDS = """
+[runners.cmd]
+role = "candidate"
+command = "{python} port_cli.py {case} {out}"
+format = "npz"
+env = { BUG = "1" }
+
+[runners.cmd-v1]
+role = "candidate"
+command = "{python} port_cli.py {case} {out}"
+format = "npz"
+env = { IGNORE_CAPTURE = "1" }
+"""
+
+
+def test_a_command_runner_dumps_its_intermediates_under_protocol_2(project, capsys, tmp_path):
+    path = project(COMMANDS)
+    (tmp_path / "port_cli.py").write_text(PORT_CLI)
+    found = locate(path, "y", "one", candidate="cmd")
+    assert not found and found.first.label == "b#0"
+    assert [(p.reference, p.how) for p in found.pairs] == [
+        ("a", "name"),
+        ("b", "name"),
+        ("head", "name"),
+        ("(root)", "name"),
+    ]
+    # a command that ignores the request: one line, exit 2
+    args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "cmd-v1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "runner cmd-v1 wrote no intermediates at PARITYGATE_CAPTURE: its command must " in err
+    assert len(err.strip().splitlines()) == 1
+    # nor can a command be resumed
+    args = ["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "cmd"]
+    assert main([*args, "--resume", "a"]) == 2
+    assert "runner cmd runs as a command: it cannot resume" in capsys.readouterr().err

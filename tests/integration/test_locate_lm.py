@@ -1,7 +1,8 @@
 """Locating in a language model across two module trees: transformers' Qwen2 against mlx-lm's
 (examples/lm_port). The trees share most names but not all (transformers' rotary embedding,
 SiLU modules and tied lm_head; mlx-lm's RoPE modules); a wrong RMSNorm epsilon in one decoder
-layer of the MLX model is located at that layer."""
+layer of the MLX model is located at that layer, and a bug that the next layer amplifies is
+seen one layer later and bisected to its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from paritygate.locate import locate_models
+from paritygate.locate import bisect_models, locate_models
 from paritygate.testing import project_module
 
 LM_PORT = Path(__file__).resolve().parents[2] / "examples" / "lm_port"
@@ -71,3 +72,45 @@ def test_a_wrong_rmsnorm_epsilon_in_one_layer_is_located_at_that_layer(lm):
         "first divergence at model.layers.2.input_layernorm#0: max_abs "
     )
     assert all(not p.diverged for p in found.pairs if p.position < found.first.position)
+
+
+def test_a_bug_amplified_by_the_next_layer_is_bisected_to_its_own(lm):
+    reference, reference_run, candidate, candidate_run = lm
+    plain = {p.label: p for p in _locate(lm).pairs}
+    layer = candidate.model.model.layers[1]
+    original = type(layer)
+    # layer 1 adds, to its last token, alternating signs of 0.6 x its own scaled bound: within
+    # that bound, but layer 2's RMSNorm divides the token by its scale and passes it on larger
+    size = 0.6 * plain["model.layers.1#0"].bound
+    shape = plain["model.layers.1#0"].shape
+    nudge = np.zeros(shape, dtype=np.float32)
+    nudge[0, -1] = np.where(np.arange(shape[-1]) % 2 == 0, size, -size)
+    added = mx.array(nudge)
+
+    class Nudged(original):
+        def __call__(self, *args, **kwargs):
+            return original.__call__(self, *args, **kwargs) + added
+
+    layer.__class__ = Nudged  # ``__call__`` is looked up on the class
+    try:
+        seen = _locate(lm)
+        found = bisect_models(
+            reference_run,
+            reference.model,
+            candidate_run,
+            candidate.model,
+            bound=BOUND,
+            points=r"model\.layers\.\d+",
+        )
+    finally:
+        layer.__class__ = original
+    own = next(p for p in seen.pairs if p.label == "model.layers.1#0")
+    assert 0 < own.judged < own.bound
+    assert seen.first.label == "model.layers.2.input_layernorm#0"
+    assert found.points == [f"model.layers.{i}" for i in range(4)]
+    assert found.layer == "model.layers.1"
+    assert found.message == (
+        "the error arises in model.layers.1: resumed after model.layers.0 the runs still part "
+        "(at model.layers.2.input_layernorm#0), resumed after model.layers.1 they agree; error "
+        "growth alone points at model.layers.2.input_layernorm#0"
+    )

@@ -1,4 +1,4 @@
-"""Runners: in-process callables (numpy, MLX) and subprocess commands under protocol v1."""
+"""Runners: in-process callables (numpy, MLX) and subprocess commands under protocol v2."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_subprocess_runner_speaks_the_protocol(tmp_path):
         result = runner.run(spec.cases["a"])
     assert result.outputs["y"].dtype == np.float32
     np.testing.assert_allclose(result.outputs["logits"], _expected(spec, "a"), atol=1e-5)
-    assert PROTOCOL_VERSION == 1
+    assert PROTOCOL_VERSION == 2
 
 
 def test_subprocess_environment_and_json_output(tmp_path):
@@ -115,7 +115,7 @@ json.dump({"env": {"protocol": int(os.environ["PARITYGATE_PROTOCOL"]),
     spec = load_spec(make_project(tmp_path, spec_text, modules={"tiny.py": "", "js.py": script}))
     with make_runner(spec.runners["js"], spec) as runner:
         out = runner.run(spec.cases["b"]).outputs
-    assert out["env/protocol"].item() == 1 and out["env/seed"].item() == 5
+    assert out["env/protocol"].item() == 2 and out["env/seed"].item() == 5
     assert out["boxes/a"].tolist() == [1, 2, 3, 4] and out["name_len"].item() == 1
 
 

@@ -4,10 +4,13 @@ twin calls F.layer_norm), with bugs planted in one MLX block located at that blo
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+import mlx.core as mx
 import numpy as np
 import pytest
 
-from paritygate.locate import capture, locate, locate_models
+from paritygate.locate import bisect_models, capture, locate, locate_models
 
 # The claim the twin is gated by (parity.toml): its bound scales to every layer.
 CLAIM_BOUND = 2.9e-06
@@ -31,9 +34,41 @@ def sides(runners, model_mod, cases):
     return twin, torch_run, mlx_model, mlx_run
 
 
-def _locate(sides):
+def _locate(sides, **options):
     twin, torch_run, mlx_model, mlx_run = sides
-    return locate_models(torch_run, twin, mlx_run, mlx_model, bound=CLAIM_BOUND)
+    return locate_models(torch_run, twin, mlx_run, mlx_model, bound=CLAIM_BOUND, **options)
+
+
+def _bisect(sides):
+    twin, torch_run, mlx_model, mlx_run = sides
+    return bisect_models(
+        torch_run, twin, mlx_run, mlx_model, bound=CLAIM_BOUND, points=r"blocks\.\d+"
+    )
+
+
+@contextmanager
+def nudged_block(mlx_model, index: int, size: float):
+    """A planted bug whose effect is small at its own block and amplified by the next one:
+    block ``index`` adds ``size`` with alternating signs (zero mean over the channels) to its
+    last token's output. The block's max-abs error is ``size``, below its scaled bound; the next
+    block's LayerNorm divides the token by its spread and its attention mixes it into every
+    token, so the next block's first projection is past its own bound."""
+    block = mlx_model.blocks[index]
+    original = type(block)
+    dim = mlx_model.config.dim
+    nudge = np.zeros((mlx_model.config.tokens, dim), dtype=np.float32)
+    nudge[-1] = np.where(np.arange(dim) % 2 == 0, size, -size)
+    added = mx.array(nudge)
+
+    class Nudged(original):
+        def __call__(self, h, c):
+            return original.__call__(self, h, c) + added
+
+    block.__class__ = Nudged  # ``__call__`` is looked up on the class
+    try:
+        yield
+    finally:
+        block.__class__ = original
 
 
 def test_the_correct_pair_shows_no_divergence_beyond_the_bound(sides):
@@ -101,3 +136,46 @@ def test_locate_through_the_spec(example_folder):
     found = locate(example_folder / "parity.toml", "twin-max-abs", "seed0-digit0")
     assert found, found.message
     assert (found.reference_runner, found.candidate_runner) == ("vanilla", "torch-twin")
+
+
+# -- bisect: where the error arises, told apart from where it is first seen ----------------------
+
+
+def test_a_bug_amplified_by_the_next_block_is_seen_there_and_bisected_to_its_own(sides):
+    _, _, mlx_model, _ = sides
+    with nudged_block(mlx_model, 3, 1.5e-5):
+        plain = _locate(sides)
+        resumed = _locate(sides, resume="blocks.3")
+        found = _bisect(sides)
+    # error growth alone: block 3 stays within its bound, block 4's first projection does not
+    own = next(p for p in plain.pairs if p.label == "blocks.3#0")
+    assert 0 < own.judged < own.bound
+    assert plain.first.label == "blocks.4.attn.qkv#0"
+    # fed the reference's block-3 output at every step, everything after it agrees
+    assert resumed.first is None and resumed.fed == 25
+    assert resumed.message.startswith(
+        "resumed after blocks.3, fed the reference's activation at 25 calls: no divergence "
+        "downstream ("
+    )
+    assert resumed.message.endswith("the error arises at or before blocks.3")
+    # the MLX model runs block 0 through forward_with_modulated: its output is no resume point
+    assert found.points == ["blocks.1", "blocks.2", "blocks.3", "blocks.4", "blocks.5"]
+    assert found.layer == "blocks.3"
+    assert found.message == (
+        "the error arises in blocks.3: resumed after blocks.2 the runs still part (at "
+        "blocks.4.attn.qkv#0), resumed after blocks.3 they agree; error growth alone points at "
+        "blocks.4.attn.qkv#0"
+    )
+
+
+def test_bisect_finds_a_block_scaled_by_1_01_and_nothing_in_the_correct_pair(sides, model_mod):
+    _, _, mlx_model, _ = sides
+    restore = model_mod.mutate_block(mlx_model, 4, 1.01)
+    try:
+        found = _bisect(sides)
+    finally:
+        restore()
+    assert found.plain.first.label == "blocks.4#0" and found.layer == "blocks.4"
+    assert found.message.startswith("the error arises in blocks.4: resumed after blocks.3 the ")
+    good = _bisect(sides)
+    assert good and good.layer is None and good.runs == {}

@@ -62,7 +62,11 @@ def write_all(result: Any, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError("report folder is a file", where=str(out))
-    rendered = {name: (file, render(data)) for name, (file, render) in REPORT_FILES.items()}
+    rendered = {
+        # the HTML report links the locate pages already in the folder (docs/locate.md)
+        name: (file, render_html(data, folder=out) if name == "html" else render(data))
+        for name, (file, render) in REPORT_FILES.items()
+    }
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

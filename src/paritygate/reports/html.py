@@ -10,6 +10,7 @@ import base64
 import io
 import json
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from ._common import (
@@ -253,7 +254,7 @@ def _display(metric: str, value: Any) -> float | None:
     return 1.0 - number if metric in ONE_MINUS else number
 
 
-def _claims_section(result: dict[str, Any]) -> list[str]:
+def _claims_section(result: dict[str, Any], folder: Path | None = None) -> list[str]:
     """Per claim and candidate: verdict, cases, worst case, bound, margin and the distribution
     across cases; failures expanded under the table, every case collapsed in <details>."""
     import statistics
@@ -319,6 +320,7 @@ def _claims_section(result: dict[str, Any]) -> list[str]:
             if passes is not None:
                 text += f" — a bound of {_num(passes)} would have held"
             parts.append(f'<p class="failure"><b>{escape(case_label(v))}</b>: {text}</p>')
+        parts.extend(_locate_links(result, c, claims, folder))
     parts.append("<h2>Every case</h2>")
     for c in claims:
         case_rows, case_classes = [], []
@@ -345,6 +347,35 @@ def _claims_section(result: dict[str, Any]) -> list[str]:
             + "</details>"
         )
     return parts
+
+
+def _locate_links(
+    result: dict[str, Any], claim: Any, claims: list[Any], folder: Path | None
+) -> list[str]:
+    """Under a failing claim: a link to each locate page of its failing cases found beside the
+    report (``paritygate locate ... --report`` writes them), else the command that writes one."""
+    from ..locate import locate_report_name
+    from .terminal import locate_hint
+
+    links = []
+    for v in claim.failing:
+        if v.get("case") is None or folder is None:
+            continue
+        name = locate_report_name(claim.claim_id, claim.candidate, str(v["case"]))
+        if (folder / name).is_file():
+            links.append(
+                f'<a href="{escape(name)}">{escape(case_label(v))}: where it parts, layer by '
+                "layer</a>"
+            )
+    if links:
+        return [f'<p class="locate">{" · ".join(links)}</p>']
+    hint = locate_hint(result, claim, claims)
+    if not hint:
+        return []
+    return [
+        f'<p class="locate">where it parts: <code>{escape(hint)} --report</code> (writes the '
+        "layer plot beside this report, linked here on the next report)</p>"
+    ]
 
 
 def _provenance_section(provenance: dict[str, Any]) -> list[str]:
@@ -395,7 +426,9 @@ def _flatten_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, json.dumps(value) if isinstance(value, list) else str(value))]
 
 
-def render_html(result: dict[str, Any]) -> str:
+def render_html(result: dict[str, Any], folder: Path | None = None) -> str:
+    """The HTML report; ``folder``: where it is written (the locate pages found there are
+    linked under their failing claims)."""
     from .terminal import run_error_groups, verdict_line
 
     word = verdict_word(result)
@@ -440,7 +473,7 @@ def render_html(result: dict[str, Any]) -> str:
             )
         )
     items = verdicts(result)
-    parts.extend(_claims_section(result))
+    parts.extend(_claims_section(result, None if folder is None else Path(folder)))
 
     speed = [(v, line) for v in items if (line := speed_evidence(v))]
     if speed:
