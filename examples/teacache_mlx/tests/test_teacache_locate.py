@@ -121,6 +121,46 @@ def test_a_wrong_norm_epsilon_is_located_at_that_block(sides):
     assert all(not p.diverged for p in found.pairs if p.position < found.first.position)
 
 
+def test_swapped_attention_heads_are_located_at_that_block(sides):
+    """Block 3's attention class is swapped for one that exchanges heads 0 and 1 of the
+    attention output before the output projection (a porter's head-layout slip; MLX's
+    ``Attention`` and the twin's agree on it otherwise). The block's ``qkv`` projection, before
+    the bug, agrees; the projection that reads the heads, ``blocks.3.attn.proj``, is the first
+    matched activation they reach at the first step, inside block 3. The same class with the
+    heads in order shows no divergence: the rewritten attention is faithful but for the swap."""
+    _, _, mlx_model, _ = sides
+    attn = mlx_model.blocks[3].attn
+    original = type(attn)
+    swap = [1, 0, *range(2, attn.heads)]
+
+    class HeadsSwapped(original):
+        def __call__(self, x):
+            b, n, d = x.shape
+            hd = d // self.heads
+            qkv = self.qkv(x).reshape(b, n, 3, self.heads, hd).transpose(2, 0, 3, 1, 4)
+            out = mx.fast.scaled_dot_product_attention(
+                qkv[0], qkv[1], qkv[2], scale=1.0 / float(np.sqrt(hd))
+            )
+            out = out[:, mx.array(swap)]  # (batch, heads, tokens, head_dim)
+            return self.proj(out.transpose(0, 2, 1, 3).reshape(b, n, d))
+
+    attn.__class__ = HeadsSwapped  # ``__call__`` is looked up on the class
+    try:
+        found = _locate(sides)
+        swap[:] = range(attn.heads)
+        faithful = _locate(sides)
+    finally:
+        attn.__class__ = original
+    assert faithful, faithful.message
+    assert not found
+    assert found.first.label == "blocks.3.attn.proj#0"
+    assert found.message.startswith("first divergence at blocks.3.attn.proj#0: max_abs ")
+    assert all(not p.diverged for p in found.pairs if p.position < found.first.position)
+    qkv = next(p for p in found.pairs if p.label == "blocks.3.attn.qkv#0")
+    assert qkv.position < found.first.position
+    assert _locate(sides), "the attention's class was not put back"
+
+
 def test_the_mlx_pipeline_is_byte_identical_once_capture_is_removed(sides):
     _, _, mlx_model, mlx_run = sides
     before = mlx_run()
