@@ -29,12 +29,14 @@ named by the module's path and its call number: a diffusion loop calling a block
 
 **Matching.** A candidate activation is paired with the reference activation (1) of the name a
 user rule maps its name to (``encoder.layers.(\\d+).attn -> blocks.\\1.attention``, a regular
-expression matched against the whole name, with an optional ``transpose`` or ``reshape`` of the
-candidate's array), else (2) of the same name and call number with the same shape. Those pairs
-are anchors; the activations between two anchors are aligned by execution order and shape (the
-longest common subsequence of shapes, ties broken by common trailing name components), with a
-confidence below 1: ``1 / (reference activations of that shape in the gap)``, raised to 0.9
-when the trailing name components agree. What is left is listed as unmatched.
+expression matched against the whole name, with an optional ``transpose``, ``reshape`` and
+``slice`` of the candidate's array; rules with a ``slice`` let one candidate activation, a fused
+projection, stand for several reference ones), else (2) of the same name and call number with
+the same shape. Those pairs are anchors; the activations between two anchors are aligned by
+execution order and shape (the longest common subsequence of shapes, ties broken by common
+trailing name components), with a confidence below 1: ``1 / (reference activations of that
+shape in the gap)``, raised to 0.9 when the trailing name components agree (a first divergence
+at a pair below 0.9 says so). What is left is listed as unmatched.
 
 **The per-layer bound** (``bound = "scaled"``, the default): the claim's bound scaled by the
 reference activation's magnitude, ``claim.bound * max|ref activation| / max|ref outputs|`` over the
@@ -92,6 +94,9 @@ __all__ = [
 ]
 
 MARGIN = 2.0
+# an order-and-shape pair below this confidence (not unique in shape, no trailing name in
+# common) is named as such where it is the first divergence
+LOW_CONFIDENCE = 0.9
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,11 +195,17 @@ class Location:
             if first.reference == first.candidate
             else (f"{first.label} (candidate {first.candidate})")
         )
+        caution = (
+            f"; that pair is matched by order and shape only, with confidence "
+            f"{first.confidence:.2g}: check it, or map the names with a rule"
+            if first.how == "order" and first.confidence < LOW_CONFIDENCE
+            else ""
+        )
         return (
             f"first divergence at {where}: {self.judged} {first.judged:.3g} > bound "
             f"{first.bound:.3g} ({self.bound_method}), rel {first.rel:.3g}, after "
             f"{sum(1 for p in self.pairs if p.position < first.position)} matched pairs "
-            "within bound"
+            f"within bound{caution}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,21 +234,39 @@ def _ratio(pair: LayerPair) -> str:
 @dataclass(frozen=True)
 class NameRule:
     """``pattern -> replacement`` on candidate module names, with a layout change of the
-    candidate's array (``transpose`` axes or a ``reshape``) before it is compared."""
+    candidate's array before it is compared: ``transpose`` axes, then a ``reshape``, then a
+    ``slice`` (a numpy basic index written as text, ``"..., 0:128"``: the part of a fused
+    activation that the reference activation stands for)."""
 
     pattern: str
     replacement: str
     transpose: tuple[int, ...] | None = None
     reshape: tuple[int, ...] | None = None
+    slice: tuple[Any, ...] | None = None
+    slice_text: str | None = None
 
     def apply(self, name: str) -> str | None:
         match = re.fullmatch(self.pattern, name)
         return match.expand(self.replacement) if match else None
 
+    def layout(self, array: Any) -> Any:
+        """The candidate's array in the reference's layout."""
+        if self.transpose is not None:
+            array = array.transpose(self.transpose)
+        if self.reshape is not None:
+            array = array.reshape(self.reshape)
+        if self.slice is not None:
+            array = array[self.slice]
+        return array
+
+    def label(self, name: str) -> str:
+        """The candidate's name as a pair shows it (its slice appended)."""
+        return name if self.slice_text is None else f"{name}[{self.slice_text}]"
+
 
 def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
-    """A rule from ``"FROM -> TO"`` or a table ``{ from, to, transpose, reshape }``; a bad rule
-    raises InputError."""
+    """A rule from ``"FROM -> TO"`` or a table ``{ from, to, transpose, reshape, slice }``; a
+    bad rule raises InputError."""
     if isinstance(value, str):
         if "->" not in value:
             raise InputError(f"name rule {value!r}: expected 'candidate pattern -> reference name'")
@@ -247,10 +276,11 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
         data = dict(value)
     else:
         raise InputError(f"name rule: expected 'FROM -> TO' or a table, got {value!r}")
-    unknown = set(data) - {"from", "to", "transpose", "reshape"}
+    unknown = set(data) - {"from", "to", "transpose", "reshape", "slice"}
     if unknown or not isinstance(data.get("from"), str) or not isinstance(data.get("to"), str):
         raise InputError(
-            f"name rule {value!r}: expected from and to (strings), optionally transpose or reshape"
+            f"name rule {value!r}: expected from and to (strings), optionally transpose, reshape "
+            "or slice"
         )
     try:
         compiled = re.compile(data["from"])
@@ -279,7 +309,23 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
                     f"name rule {data['from']!r}: transpose expects a permutation such as [0, 2, 1]"
                 )
             layout[key] = tuple(axes)
-    return NameRule(data["from"], data["to"], layout.get("transpose"), layout.get("reshape"))
+    index = text = None
+    if "slice" in data:
+        from .spec import parse_slice
+
+        text = data["slice"]
+        if not isinstance(text, str):
+            raise InputError(
+                f"name rule {data['from']!r}: slice expects a numpy index such as '..., 0:128', "
+                f"got {text!r}"
+            )
+        try:
+            index = parse_slice(text)
+        except ValueError as exc:
+            raise InputError(f"name rule {data['from']!r}: slice {text!r}: {exc}") from None
+    return NameRule(
+        data["from"], data["to"], layout.get("transpose"), layout.get("reshape"), index, text
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -855,19 +901,32 @@ class _Matcher:
         host = _to_host(array)
         if self.keep:
             self.kept[f"{name}#{call}"] = host
+        # the first rule whose pattern matches decides; rules with a slice are all tried (each
+        # part of a fused activation stands for its own reference activation)
+        sliced = False
         for rule in self.rules:
             target = rule.apply(name)
             if target is None:
                 continue
-            if rule.transpose is not None:
-                host = host.transpose(rule.transpose)
-            if rule.reshape is not None:
-                host = host.reshape(rule.reshape)
+            try:
+                part = rule.layout(host)
+            except (ValueError, IndexError):  # a layout that does not fit this activation
+                part = None
             ref = self.reference.by_key.get((target, call))
-            if ref is not None and not ref.matched and ref.array.shape == host.shape:
-                self._anchor(ref, name, host, "map")
-                return
-            break
+            if (
+                part is not None
+                and ref is not None
+                and not ref.matched
+                and ref.array.shape == part.shape
+            ):
+                self._anchor(ref, rule.label(name), part, "map")
+                if rule.slice is None:
+                    return
+                sliced = True
+            if rule.slice is None:
+                break
+        if sliced:
+            return
         ref = self.reference.by_key.get((name, call))
         if ref is not None and not ref.matched and ref.array.shape == host.shape:
             self._anchor(ref, name, host, "name")
@@ -1011,6 +1070,11 @@ class _Session:
         sink: Sink = matcher
         if resume is not None:
             target, rule = self.target(resume)
+            if rule is not None and rule.slice is not None:
+                raise InputError(
+                    f"resume point {resume}: its name rule takes a slice of it, and a part cannot "
+                    "be fed back; resume after a module matched whole"
+                )
             feeds = {c: r.array for (n, c), r in self.reference.by_key.items() if n == target}
             if not feeds or any(isinstance(a, _Released) for a in feeds.values()):
                 raise InputError(
@@ -1419,7 +1483,8 @@ def _spec_sides(
 
 def locate_settings(spec: Any) -> dict[str, Any]:
     """The spec's ``[locate]`` table (format 6), validated: ``map`` (a list of rules, each
-    ``"FROM -> TO"`` or ``{ from, to, transpose, reshape }``) and ``noise_from`` (a runner)."""
+    ``"FROM -> TO"`` or ``{ from, to, transpose, reshape, slice }``; ``slice`` from format 7)
+    and ``noise_from`` (a runner)."""
     from .errors import SpecError
     from .spec import read_spec_document
 
@@ -1439,6 +1504,10 @@ def locate_settings(spec: Any) -> dict[str, Any]:
             rules.append(parse_rule(value))
         except InputError as exc:
             raise SpecError(exc.message, where=f"{where}.map[{i}]") from None
+        if rules[-1].slice is not None and spec.format_version < 7:
+            raise SpecError(
+                "slice in a name rule needs format_version = 7", where=f"{where}.map[{i}]"
+            )
     noise = table.get("noise_from")
     if noise is not None and noise not in spec.runners:
         raise SpecError(f"no runner {noise!r}", where=f"{where}.noise_from")

@@ -92,8 +92,12 @@ def default_reports(spec_path: Path) -> str:
 #      for calibrated per-layer bounds), read by :mod:`paritygate.locate`. Migration: none;
 #      formats 1-5 load as before; a spec with a generated case or [locate] sets
 #      format_version = 6.
-SPEC_FORMAT_VERSION = 6
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6)
+#   7  a ``[locate] map`` rule may take ``slice`` (a numpy basic index of the candidate's
+#      activation, as in an output map): the rules of a fused projection map its parts to the
+#      reference's separate ones. Migration: none; formats 1-6 load as before; a spec whose
+#      locate rule takes a slice sets format_version = 7.
+SPEC_FORMAT_VERSION = 7
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.

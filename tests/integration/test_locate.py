@@ -215,7 +215,7 @@ def test_torchscript_is_refused_with_what_to_pass_instead(pair):
         ("a( -> b", "not a regular expression"),
         (r"a(\d) -> b\2", "refers to group 2, the pattern has 1"),
         ({"from": "a", "to": "b", "transpose": [0, 0]}, "transpose expects a permutation"),
-        ({"from": "a", "to": "b", "flip": 1}, "optionally transpose or reshape"),
+        ({"from": "a", "to": "b", "flip": 1}, "optionally transpose, reshape or slice"),
     ],
 )
 def test_bad_rules_are_input_errors(rule, message):
@@ -431,6 +431,17 @@ def test_spec_locate_table_rules_and_noise_runner(project, capsys):
     path = project('\n[locate]\nmap = ["a( -> b"]\n')
     assert main(["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "good"]) == 2
     assert "locate.map[0]: name rule 'a(': not a regular expression" in capsys.readouterr().err
+
+
+def test_a_slice_in_a_spec_rule_needs_format_7(project, capsys):
+    rule = "\n[locate]\nmap = [{ from = 'b', to = 'b', slice = '..., 0:16' }]\n"
+    path = project(rule)
+    assert main(["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "good"]) == 2
+    err = capsys.readouterr().err
+    assert "locate.map[0]: slice in a name rule needs format_version = 7" in err
+    path.write_text(path.read_text().replace("format_version = 6", "format_version = 7"))
+    found = locate(path, "y", "one", candidate="good")
+    assert found and ("b", "map") in {(p.reference, p.how) for p in found.pairs}
 
 
 def test_a_failing_gate_names_the_command_that_locates_it(project, capsys, monkeypatch, tmp_path):
