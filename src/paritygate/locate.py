@@ -31,12 +31,13 @@ named by the module's path and its call number: a diffusion loop calling a block
 user rule maps its name to (``encoder.layers.(\\d+).attn -> blocks.\\1.attention``, a regular
 expression matched against the whole name, with an optional ``transpose``, ``reshape`` and
 ``slice`` of the candidate's array; rules with a ``slice`` let one candidate activation, a fused
-projection, stand for several reference ones), else (2) of the same name and call number with
-the same shape. Those pairs are anchors; the activations between two anchors are aligned by
-execution order and shape (the longest common subsequence of shapes, ties broken by common
-trailing name components), with a confidence below 1: ``1 / (reference activations of that
-shape in the gap)``, raised to 0.9 when the trailing name components agree (a first divergence
-at a pair below 0.9 says so). What is left is listed as unmatched.
+projection, stand for several reference ones, and ``reference_slice`` the other way), else (2)
+of the same name and call number with the same shape. Those pairs are anchors; the activations
+between two anchors are aligned by execution order and shape (the longest common subsequence of
+shapes, ties broken by common trailing name components), with a confidence below 1,
+``1 / (reference activations of that shape in the gap)``, raised to 0.9 when the trailing name
+components agree (a first divergence at a pair below 0.9 says so). What is left is listed as
+unmatched.
 
 **The per-layer bound** (``bound = "scaled"``, the default): the claim's bound scaled by the
 reference activation's magnitude, ``claim.bound * max|ref activation| / max|ref outputs|`` over the
@@ -236,7 +237,8 @@ class NameRule:
     """``pattern -> replacement`` on candidate module names, with a layout change of the
     candidate's array before it is compared: ``transpose`` axes, then a ``reshape``, then a
     ``slice`` (a numpy basic index written as text, ``"..., 0:128"``: the part of a fused
-    activation that the reference activation stands for)."""
+    activation that the reference activation stands for). ``reference_slice``: the other way,
+    the candidate's activation stands for that part of the reference's (a fused reference)."""
 
     pattern: str
     replacement: str
@@ -244,6 +246,8 @@ class NameRule:
     reshape: tuple[int, ...] | None = None
     slice: tuple[Any, ...] | None = None
     slice_text: str | None = None
+    reference_slice: tuple[Any, ...] | None = None
+    reference_slice_text: str | None = None
 
     def apply(self, name: str) -> str | None:
         match = re.fullmatch(self.pattern, name)
@@ -265,8 +269,8 @@ class NameRule:
 
 
 def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
-    """A rule from ``"FROM -> TO"`` or a table ``{ from, to, transpose, reshape, slice }``; a
-    bad rule raises InputError."""
+    """A rule from ``"FROM -> TO"`` or a table ``{ from, to, transpose, reshape, slice,
+    reference_slice }``; a bad rule raises InputError."""
     if isinstance(value, str):
         if "->" not in value:
             raise InputError(f"name rule {value!r}: expected 'candidate pattern -> reference name'")
@@ -276,11 +280,11 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
         data = dict(value)
     else:
         raise InputError(f"name rule: expected 'FROM -> TO' or a table, got {value!r}")
-    unknown = set(data) - {"from", "to", "transpose", "reshape", "slice"}
+    unknown = set(data) - {"from", "to", "transpose", "reshape", "slice", "reference_slice"}
     if unknown or not isinstance(data.get("from"), str) or not isinstance(data.get("to"), str):
         raise InputError(
-            f"name rule {value!r}: expected from and to (strings), optionally transpose, reshape "
-            "or slice"
+            f"name rule {value!r}: expected from and to (strings), optionally transpose, reshape, "
+            "slice or reference_slice"
         )
     try:
         compiled = re.compile(data["from"])
@@ -309,22 +313,37 @@ def parse_rule(value: str | Mapping[str, Any]) -> NameRule:
                     f"name rule {data['from']!r}: transpose expects a permutation such as [0, 2, 1]"
                 )
             layout[key] = tuple(axes)
-    index = text = None
-    if "slice" in data:
+    indexes: dict[str, tuple[Any, str]] = {}
+    for key in ("slice", "reference_slice"):
+        if key not in data:
+            continue
         from .spec import parse_slice
 
-        text = data["slice"]
+        text = data[key]
         if not isinstance(text, str):
             raise InputError(
-                f"name rule {data['from']!r}: slice expects a numpy index such as '..., 0:128', "
+                f"name rule {data['from']!r}: {key} expects a numpy index such as '..., 0:128', "
                 f"got {text!r}"
             )
         try:
-            index = parse_slice(text)
+            indexes[key] = (parse_slice(text), text)
         except ValueError as exc:
-            raise InputError(f"name rule {data['from']!r}: slice {text!r}: {exc}") from None
+            raise InputError(f"name rule {data['from']!r}: {key} {text!r}: {exc}") from None
+    if len(indexes) == 2:
+        raise InputError(
+            f"name rule {data['from']!r}: slice or reference_slice (a part of one side), not both"
+        )
+    index, text = indexes.get("slice", (None, None))
+    reference_index, reference_text = indexes.get("reference_slice", (None, None))
     return NameRule(
-        data["from"], data["to"], layout.get("transpose"), layout.get("reshape"), index, text
+        data["from"],
+        data["to"],
+        layout.get("transpose"),
+        layout.get("reshape"),
+        index,
+        text,
+        reference_index,
+        reference_text,
     )
 
 
@@ -891,6 +910,7 @@ class _Matcher:
         self.last_anchor = -1
         self.calls: dict[str, int] = {}
         self.kept: dict[str, Any] = {}
+        self.parts: dict[tuple[str, str, int], _Activation] = {}  # reference_slice rules
 
     def __call__(self, name: str, output: Any) -> None:
         array = _first_array(output)
@@ -912,7 +932,7 @@ class _Matcher:
                 part = rule.layout(host)
             except (ValueError, IndexError):  # a layout that does not fit this activation
                 part = None
-            ref = self.reference.by_key.get((target, call))
+            ref = self._target(rule, target, call)
             if (
                 part is not None
                 and ref is not None
@@ -941,6 +961,27 @@ class _Matcher:
         self.pairs.append(_pair(ref, name, array, how, 1.0, self.judge))
         if self.release:
             ref.array = _Released(ref.array.shape)
+
+    def _target(self, rule: NameRule, target: str, call: int) -> _Activation | None:
+        """The reference activation a rule maps to: the whole, or (``reference_slice``) that
+        part of it, made once per run and compared like an activation of its own; the whole is
+        then covered (neither unmatched nor aligned by order) and kept until the run ends."""
+        whole = self.reference.by_key.get((target, call))
+        if whole is None or rule.reference_slice is None:
+            return whole
+        key = (target, str(rule.reference_slice_text), call)
+        part = self.parts.get(key)
+        if part is None:
+            if isinstance(whole.array, _Released):
+                return None
+            try:
+                array = whole.array[rule.reference_slice]
+            except IndexError:  # an index that does not fit this activation
+                return None
+            name = f"{target}[{rule.reference_slice_text}]"
+            part = self.parts[key] = _Activation(whole.position, name, call, array)
+            whole.matched = True
+        return part
 
     def _fill(self, end: int) -> None:
         """Align the pending candidate activations with the unmatched reference ones between
@@ -1070,10 +1111,11 @@ class _Session:
         sink: Sink = matcher
         if resume is not None:
             target, rule = self.target(resume)
-            if rule is not None and rule.slice is not None:
+            if rule is not None and (rule.slice is not None or rule.reference_slice is not None):
                 raise InputError(
-                    f"resume point {resume}: its name rule takes a slice of it, and a part cannot "
-                    "be fed back; resume after a module matched whole"
+                    f"resume point {resume}: its name rule pairs a part of an activation (slice "
+                    "or reference_slice), and a part cannot be fed back; resume after a module "
+                    "matched whole"
                 )
             feeds = {c: r.array for (n, c), r in self.reference.by_key.items() if n == target}
             if not feeds or any(isinstance(a, _Released) for a in feeds.values()):
@@ -1483,8 +1525,8 @@ def _spec_sides(
 
 def locate_settings(spec: Any) -> dict[str, Any]:
     """The spec's ``[locate]`` table (format 6), validated: ``map`` (a list of rules, each
-    ``"FROM -> TO"`` or ``{ from, to, transpose, reshape, slice }``; ``slice`` from format 7)
-    and ``noise_from`` (a runner)."""
+    ``"FROM -> TO"`` or ``{ from, to, transpose, reshape, slice, reference_slice }``; the
+    slices from format 7) and ``noise_from`` (a runner)."""
     from .errors import SpecError
     from .spec import read_spec_document
 
@@ -1504,9 +1546,11 @@ def locate_settings(spec: Any) -> dict[str, Any]:
             rules.append(parse_rule(value))
         except InputError as exc:
             raise SpecError(exc.message, where=f"{where}.map[{i}]") from None
-        if rules[-1].slice is not None and spec.format_version < 7:
+        sliced = rules[-1].slice is not None or rules[-1].reference_slice is not None
+        if sliced and spec.format_version < 7:
             raise SpecError(
-                "slice in a name rule needs format_version = 7", where=f"{where}.map[{i}]"
+                "slice or reference_slice in a name rule needs format_version = 7",
+                where=f"{where}.map[{i}]",
             )
     noise = table.get("noise_from")
     if noise is not None and noise not in spec.runners:

@@ -93,9 +93,9 @@ def default_reports(spec_path: Path) -> str:
 #      formats 1-5 load as before; a spec with a generated case or [locate] sets
 #      format_version = 6.
 #   7  a ``[locate] map`` rule may take ``slice`` (a numpy basic index of the candidate's
-#      activation, as in an output map): the rules of a fused projection map its parts to the
-#      reference's separate ones. Migration: none; formats 1-6 load as before; a spec whose
-#      locate rule takes a slice sets format_version = 7.
+#      activation, as in an output map) or ``reference_slice`` (of the reference's): the rules
+#      of a fused projection map its parts to the other side's separate ones. Migration: none;
+#      formats 1-6 load as before; a spec whose locate rule takes either sets format_version = 7.
 SPEC_FORMAT_VERSION = 7
 READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 

@@ -215,7 +215,7 @@ def test_torchscript_is_refused_with_what_to_pass_instead(pair):
         ("a( -> b", "not a regular expression"),
         (r"a(\d) -> b\2", "refers to group 2, the pattern has 1"),
         ({"from": "a", "to": "b", "transpose": [0, 0]}, "transpose expects a permutation"),
-        ({"from": "a", "to": "b", "flip": 1}, "optionally transpose, reshape or slice"),
+        ({"from": "a", "to": "b", "flip": 1}, "optionally transpose, reshape, slice or"),
     ],
 )
 def test_bad_rules_are_input_errors(rule, message):
@@ -438,7 +438,7 @@ def test_a_slice_in_a_spec_rule_needs_format_7(project, capsys):
     path = project(rule)
     assert main(["locate", str(path), "--claim", "y", "--case", "one", "--candidate", "good"]) == 2
     err = capsys.readouterr().err
-    assert "locate.map[0]: slice in a name rule needs format_version = 7" in err
+    assert "locate.map[0]: slice or reference_slice in a name rule needs format_version = 7" in err
     path.write_text(path.read_text().replace("format_version = 6", "format_version = 7"))
     found = locate(path, "y", "one", candidate="good")
     assert found and ("b", "map") in {(p.reference, p.how) for p in found.pairs}

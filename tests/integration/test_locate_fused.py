@@ -228,18 +228,90 @@ def test_without_rules_nothing_is_paired_wrongly_with_confidence(fused):
         ({"from": "a", "to": "b", "slice": 3}, "slice expects a numpy index such as"),
         ({"from": "a", "to": "b", "slice": "..., 0:x"}, "cannot read '0:x' as a slice"),
         ({"from": "a", "to": "b", "slice": "..., ..., 1"}, "at most one '...'"),
+        ({"from": "a", "to": "b", "reference_slice": "0:"}, ""),
+        ({"from": "a", "to": "b", "reference_slice": [0, 1]}, "reference_slice expects a numpy"),
+        ({"from": "a", "to": "b", "slice": ":", "reference_slice": ":"}, "not both"),
     ],
 )
 def test_bad_slices_are_input_errors(rule, message):
+    if not message:  # a valid one
+        assert parse_rule(rule).reference_slice == (slice(0, None),)
+        return
     with pytest.raises(InputError) as info:
         parse_rule(rule)
     assert message in str(info.value)
 
 
+# -- the other way: the reference fused, the candidate with three projections -------------------
+
+REVERSE_RULES = [
+    *(
+        {
+            "from": rf"layers\.(\d+)\.attn\.{name}_proj",
+            "to": r"blocks.\1.attention.qkv",
+            "reference_slice": f"..., {i * DIM}:{(i + 1) * DIM}",
+        }
+        for i, name in enumerate("qkv")
+    ),
+    r"layers\.(\d+)\.attn\.o_proj -> blocks.\1.attention.out",
+    r"layers\.(\d+)\.attn -> blocks.\1.attention",
+    r"layers\.(\d+)\.fc -> blocks.\1.mix",
+    r"layers\.(\d+) -> blocks.\1",
+]
+
+
+def _reverse(fused, v_scale_in_layer_1=1.0):
+    """The MLX model (fused) as the reference, the PyTorch one (three projections) as the
+    candidate; the bug: layer 1's V projection weight and bias scaled."""
+    reference, _, run_of = fused
+    fused_model = MlxModel(reference)
+    candidate = TorchModel().eval()
+    candidate.load_state_dict(reference.state_dict())
+    with torch.no_grad():
+        candidate.layers[1].attn.v_proj.weight.mul_(v_scale_in_layer_1)
+        candidate.layers[1].attn.v_proj.bias.mul_(v_scale_in_layer_1)
+    x = np.random.default_rng(2).standard_normal((TOKENS, DIM)).astype(np.float32)
+
+    def candidate_run():
+        with torch.no_grad():
+            return candidate(torch.from_numpy(x)).numpy()
+
+    return locate_models(
+        run_of(fused_model), fused_model, candidate_run, candidate, bound=1e-5, rules=REVERSE_RULES
+    )
+
+
+def test_reference_slice_rules_match_three_projections_to_a_fused_reference(fused):
+    found = _reverse(fused)
+    assert found, found.message
+    assert not found.unmatched_candidate and not found.unmatched_reference
+    by_candidate = {p.candidate: p.reference for p in found.pairs}
+    assert by_candidate["layers.1.attn.v_proj"] == "blocks.1.attention.qkv[..., 32:48]"
+    assert by_candidate["layers.0.attn.q_proj"] == "blocks.0.attention.qkv[..., 0:16]"
+    assert len(found.pairs) == LAYERS * 7 + 1
+
+
+def test_a_bug_in_one_projection_is_located_at_that_part_of_the_fused_reference(fused):
+    found = _reverse(fused, v_scale_in_layer_1=1.01)
+    assert not found
+    assert found.first.label == "blocks.1.attention.qkv[..., 32:48]#0"
+    assert found.message.startswith(
+        "first divergence at blocks.1.attention.qkv[..., 32:48]#0 (candidate "
+        "layers.1.attn.v_proj): max_abs "
+    )
+    before = {p.candidate for p in found.pairs if p.position <= found.first.position}
+    assert {"layers.1.attn.q_proj", "layers.1.attn.k_proj"} <= before
+    assert all(
+        not p.diverged
+        for p in found.pairs
+        if p is not found.first and p.position <= found.first.position
+    )
+
+
 def test_a_sliced_activation_is_no_resume_point(fused):
     reference, reference_run, run_of = fused
     candidate = MlxModel(reference)
-    with pytest.raises(InputError, match="its name rule takes a slice of it"):
+    with pytest.raises(InputError, match="a part cannot be fed back"):
         locate_models(
             reference_run,
             reference,
