@@ -242,6 +242,17 @@ def test_bad_slices_are_input_errors(rule, message):
     assert message in str(info.value)
 
 
+def test_a_layout_that_does_not_fit_leaves_the_activation_to_names_and_order(fused):
+    """A rule whose reshape cannot apply to the activation it names is passed over (no
+    traceback): the activation is left to name and order matching, and the rule pairs
+    nothing."""
+    rules = [r for r in RULES if r != r"blocks\.(\d+)\.mix -> layers.\1.fc"]
+    rules.append({"from": r"blocks\.(\d+)\.mix", "to": r"layers.\1.fc", "reshape": [7, 3]})
+    found = _locate(fused, MlxModel(fused[0]), rules=rules)
+    fc = [p for p in found.pairs if p.reference.endswith(".fc")]
+    assert fc and all(p.how == "order" for p in fc)
+
+
 # -- the other way: the reference fused, the candidate with three projections -------------------
 
 REVERSE_RULES = [
