@@ -105,8 +105,9 @@ def test_the_gate_catches_a_minimum_silence_one_chunk_off(spec, tmp_path, plante
     in postprocess.py, fails the gate itself on the pause case at the boundary: the exact claims
     of every candidate, the post-processor's first (it reads the recorded reference
     probabilities, so nothing else differs); the faithful post-processor passes the same cases."""
-    from paritygate import load_spec, run_gate
     from test_silero_gate import copy_example
+
+    from paritygate import load_spec, run_gate
 
     example = copy_example(spec, tmp_path / "example")
     source = (example / "postprocess.py").read_text()
