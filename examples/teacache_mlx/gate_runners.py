@@ -60,11 +60,15 @@ def shared_pipeline(compiled: bool = False):
     return _STATE[key]
 
 
-def _outputs(sample: Any) -> dict[str, Any]:
+def _outputs(sample: Any, skips: int = 0) -> dict[str, Any]:
+    """``sample``, ``image`` and ``skips``: the skipped body evaluations the cache reports about
+    this generation (``TeaCache.skips_per_run``; 0 without a cache). The no-op claims hold it to
+    the vanilla run's 0: a cache at threshold 0 skips nothing and must say so. It is never the
+    skip band's evidence: paritygate counts the body's calls for that."""
     from common import decode
 
     sample = np.array(sample)[0]
-    return {"sample": sample, "image": decode(sample)}
+    return {"sample": sample, "image": decode(sample), "skips": np.array(skips, dtype=np.int64)}
 
 
 def vanilla(case: Any) -> dict[str, Any]:
@@ -87,12 +91,12 @@ def _cached(case: Any, variant: str, compiled: bool, threshold: float | None) ->
 
     pipeline = shared_pipeline(compiled)
     thresh = teacache.DEFAULT_THRESHOLD if threshold is None else threshold
-    teacache.install(pipeline, variant, rel_l1_thresh=thresh)
+    cache = teacache.install(pipeline, variant, rel_l1_thresh=thresh)
     try:
         sample = pipeline.sample(*case_inputs(case))
     finally:
         teacache.uninstall(pipeline)
-    return _outputs(sample)
+    return _outputs(sample, cache.skips_per_run[-1])
 
 
 def proxy_noop(case: Any) -> dict[str, Any]:

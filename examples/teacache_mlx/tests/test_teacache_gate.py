@@ -63,3 +63,41 @@ def test_a_readme_promising_more_than_the_gate_enforces_fails(example_folder, tm
     )
     assert code == 1
     assert "twin-max-abs" in capsys.readouterr().out
+
+
+COUNTER = "self.skips_per_run.append(sum(self._run_decisions))"
+
+
+def test_the_gate_catches_a_skip_counter_that_counts_attempts(example_folder, tmp_path):
+    """A skip counter that counts every attempt (each step's decision, skipped or not) instead of
+    the skips, planted in teacache.py, reports 25 skips at threshold 0: the no-op claims hold the
+    cache's reported ``skips`` to the vanilla run's 0 and fail it on every case, naming the
+    output and both values (the unit tests of test_teacache_noop.py were the only check before).
+    The faithful cache passes the same claims on the same case."""
+    project = tmp_path / "teacache_mlx"
+    shutil.copytree(
+        example_folder,
+        project,
+        ignore=shutil.ignore_patterns("tests", "parity-reports", "__pycache__", "results"),
+    )
+    for planted in (False, True):
+        source = (example_folder / "teacache.py").read_text()
+        assert source.count(COUNTER) == 1
+        if planted:
+            source = source.replace(COUNTER, COUNTER.replace("sum(", "len("))
+        (project / "teacache.py").write_text(source)
+        from paritygate import load_spec
+
+        result = run_gate(
+            load_spec(project / "parity.toml"),
+            claims=["proxy-noop", "eager-noop"],
+            cases=["seed0-digit0"],
+        )
+        failing = {(v.claim_id, v.case) for v in result.verdicts if not v.passed}
+        if not planted:
+            assert result.exit_code == 0 and not failing
+            continue
+        assert result.exit_code == 1
+        assert failing == {("proxy-noop", "seed0-digit0"), ("eager-noop", "seed0-digit0")}
+        details = [f.describe() for v in result.verdicts for f in v.failures]
+        assert all("skips" in d and "25 vs 0" in d for d in details), details
