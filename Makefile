@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-compare test test-gpu venv clean chromium docs docs-build test-fast test-backends test-integration
+.PHONY: demo demo-compare test test-gpu venv clean chromium docs docs-build test-fast test-backends test-integration mutation
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -78,3 +78,12 @@ test-gpu:
 
 clean:
 	rm -rf $(VENV) reports build site
+
+# The examples' full mutation sets before a release (CI runs a small set of each through the
+# examples' tests): each rewrites the example's mutation.json, which its README publishes
+# (`paritygate claims check` then ties the README to the new numbers). About 10 minutes on two
+# cores; docs/mutation.md has the measured costs.
+mutation: $(VENV)/.test-installed
+	cd examples/silero_vad_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate postprocessor --file postprocess.py --limit 24 --jobs 2 --json mutation.json
+	cd examples/teacache_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate proxy-cached --file teacache.py --claim proxy-noop --claim eager-noop --claim cache-ssim --case seed0-digit0 --case seed7-digit7 --jobs 2 --json mutation.json
+	cd examples/encoder_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate block-local --file model.py --limit 24 --jobs 2 --json mutation.json

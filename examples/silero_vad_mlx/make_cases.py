@@ -200,6 +200,38 @@ def extra_cases() -> dict[str, tuple[np.ndarray, int]]:
     return cases
 
 
+#: The pauses of the minimum-silence cases, in chunks of 512 samples (16 kHz).
+PAUSE_CHUNKS = (2, 3, 4)
+#: The spoken phrase they repeat: samples 37920..50656 of short_pauses.wav ("three four").
+PAUSE_PHRASE = (37920, 50656)
+
+
+def pause_cases(short_pauses: np.ndarray) -> dict[str, tuple[np.ndarray, int]]:
+    """One phrase of ``short_pauses`` (the committed WAV's samples) twice, with a pause of 2, 3
+    and 4 chunks of digital silence between: the reference's probabilities stay below the
+    threshold for 4, 5 and 6 chunks, and silero-vad splits the speech from 5 on (100 ms of
+    minimum silence: the split waits for the fifth chunk below neg_threshold). A post-processor
+    whose minimum silence is one chunk too long merges ``pause_3_chunks``; one chunk too short
+    splits ``pause_2_chunks``. No length sweep reaches this boundary: it lies inside the input."""
+    start, end = PAUSE_PHRASE
+    phrase = short_pauses[start:end]
+    return {
+        f"pause_{n}_chunks": (
+            np.concatenate(
+                [
+                    np.zeros(3200, dtype=np.float32),
+                    phrase,
+                    np.zeros(n * 512, dtype=np.float32),
+                    phrase,
+                    np.zeros(4800, dtype=np.float32),
+                ]
+            ),
+            RATE,
+        )
+        for n in PAUSE_CHUNKS
+    }
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -233,6 +265,21 @@ def near_threshold_fraction(path: Path, threshold: float = 0.5, band: float = 0.
         probs.append(model(chunk, rate).item())
     probs = np.array(probs)
     return float(np.mean(np.abs(probs - threshold) <= band))
+
+
+def write_cases(cases: dict[str, tuple[np.ndarray, int]]) -> dict[str, dict]:
+    """Write each case as ``cases/<name>.wav``; their pins."""
+    pins = {}
+    for name, (samples, rate) in cases.items():
+        path = CASES_DIR / f"{name}.wav"
+        write_wav(path, samples, rate)
+        pins[name] = {
+            "file": path.name,
+            "rate": rate,
+            "samples": int(samples.size),
+            "sha256": sha256_file(path),
+        }
+    return pins
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,16 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     CASES_DIR.mkdir(exist_ok=True)
-    pins = {}
-    for name, (samples, rate) in build_cases().items():
-        path = CASES_DIR / f"{name}.wav"
-        write_wav(path, samples, rate)
-        pins[name] = {
-            "file": path.name,
-            "rate": rate,
-            "samples": int(samples.size),
-            "sha256": sha256_file(path),
-        }
+    pins = write_cases(build_cases())
+    # Cut from the written short_pauses.wav, so that they follow from the committed file.
+    pins.update(write_cases(pause_cases(read_wav(CASES_DIR / "short_pauses.wav")[1])))
     espeak = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True).stdout
     PINS_PATH.write_text(
         json.dumps(

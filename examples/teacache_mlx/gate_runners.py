@@ -26,6 +26,7 @@ __all__ = [
     "eager_noop",
     "proxy_cached",
     "eager_cached",
+    "proxy_cached_again",
     "torch_twin",
     "torch_twin_block_scaled",
 ]
@@ -60,11 +61,15 @@ def shared_pipeline(compiled: bool = False):
     return _STATE[key]
 
 
-def _outputs(sample: Any) -> dict[str, Any]:
+def _outputs(sample: Any, skips: int = 0) -> dict[str, Any]:
+    """``sample``, ``image`` and ``skips``: the skipped body evaluations the cache reports about
+    this generation (``TeaCache.skips_per_run``; 0 without a cache). The no-op claims hold it to
+    the vanilla run's 0: a cache at threshold 0 skips nothing and must say so. It is never the
+    skip band's evidence: paritygate counts the body's calls for that."""
     from common import decode
 
     sample = np.array(sample)[0]
-    return {"sample": sample, "image": decode(sample)}
+    return {"sample": sample, "image": decode(sample), "skips": np.array(skips, dtype=np.int64)}
 
 
 def vanilla(case: Any) -> dict[str, Any]:
@@ -87,12 +92,12 @@ def _cached(case: Any, variant: str, compiled: bool, threshold: float | None) ->
 
     pipeline = shared_pipeline(compiled)
     thresh = teacache.DEFAULT_THRESHOLD if threshold is None else threshold
-    teacache.install(pipeline, variant, rel_l1_thresh=thresh)
+    cache = teacache.install(pipeline, variant, rel_l1_thresh=thresh)
     try:
         sample = pipeline.sample(*case_inputs(case))
     finally:
         teacache.uninstall(pipeline)
-    return _outputs(sample)
+    return _outputs(sample, cache.skips_per_run[-1])
 
 
 def proxy_noop(case: Any) -> dict[str, Any]:
@@ -113,6 +118,27 @@ def proxy_cached(case: Any) -> dict[str, Any]:
 def eager_cached(case: Any) -> dict[str, Any]:
     """EagerTeaCache at the default threshold on the compiled pipeline."""
     return _cached(case, "eager", True, None)
+
+
+def proxy_cached_again():
+    """Runner factory: a ProxyTeaCache at the default threshold installed once on a pipeline of
+    its own, which has made one generation (noise of seed 10 000, digit 0) before the first case,
+    so that every case is a later generation of the same installed cache: the state transition a
+    fresh install per case never reaches (the cache must reset its run when a generation ends).
+    The private pipeline keeps the installed cache away from every other runner."""
+    import teacache
+    from model import Pipeline
+
+    pipeline = Pipeline(shared_model())
+    cache = teacache.install(pipeline, "proxy")
+    warm_up = np.random.default_rng(10_000).standard_normal((1, 16, 16)).astype(np.float32)
+    pipeline.sample(warm_up, np.array([0], dtype=np.int32))
+
+    def run(case: Any) -> dict[str, Any]:
+        sample = pipeline.sample(*case_inputs(case))
+        return _outputs(sample, cache.skips_per_run[-1])
+
+    return run
 
 
 def _torch_model():

@@ -466,6 +466,9 @@ class MutationResult:
     operators: list[str]
     mutants: list[MutantResult] = field(default_factory=list)
     cases: int = 0
+    # --case / --claim: the gate of every mutant restricted to these (empty: all of them)
+    only_cases: list[str] = field(default_factory=list)
+    only_claims: list[str] = field(default_factory=list)
     jobs: int = 1
     timeout: float = 0.0  # seconds per mutant's gate
     baseline_seconds: float = 0.0  # the unmutated gate, as a subprocess
@@ -709,14 +712,17 @@ def _run_gate(
     out: Path,
     timeout: float | None,
     live: dict[int, subprocess.Popen[str]] | None = None,
+    only: Sequence[str] = (),
 ) -> tuple[str, Any, str, float]:
     """Run the gate in ``copy``: (outcome, result.json data or None, last stderr line, seconds);
-    outcome is "exit N" or "timeout". The process is in ``live`` while it runs."""
+    outcome is "exit N" or "timeout". The process is in ``live`` while it runs. ``only``: the
+    gate's ``--case`` / ``--claim`` arguments."""
     from . import children
 
     if out.exists():
         shutil.rmtree(out)
     argv = [sys.executable, "-m", "paritygate", "gate", spec_name, "--out", str(out), "--exitfirst"]
+    argv += list(only)
     started = time.perf_counter()
     process = subprocess.Popen(
         argv,
@@ -829,6 +835,8 @@ def mutate(
     jobs: int = 1,
     timeout: float | None = None,
     min_score: float | None = None,
+    cases: Sequence[str] = (),
+    claims: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> MutationResult:
     """Mutate the candidate runner's source and run the gate on every mutant.
@@ -839,10 +847,12 @@ def mutate(
     ``paritygate calibrate --model-mutation`` takes them). ``limit`` keeps that many source
     mutants spread evenly over the file(s); ``jobs`` gate runs go in parallel, each in its own
     scratch copy; ``timeout`` (seconds per mutant's gate) defaults to 5 x the unmutated gate's
-    time, at least 20 s. Raises :class:`~paritygate.errors.InputError` for bad input and when the
-    unmutated gate does not pass.
+    time, at least 20 s. ``cases`` / ``claims`` restrict every gate run (the unmutated one too) to
+    those cases and claims: a quick mutation set of a slow gate. Raises
+    :class:`~paritygate.errors.InputError` for bad input and when the unmutated gate does not
+    pass.
     """
-    from .spec import load_spec
+    from .spec import did_you_mean, load_spec
 
     if jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
@@ -856,6 +866,14 @@ def mutate(
     spec = load_spec(spec_path)
     root = spec.root.resolve()
     runner = _candidate(spec, candidate)
+    only: list[str] = []
+    for option, names, known in (("--case", cases, spec.cases), ("--claim", claims, spec.claims)):
+        for name in names:
+            if name not in known:
+                raise InputError(
+                    f"{option} {name!r}: not in {spec.path.name}" + did_you_mean(name, known)
+                )
+            only += [option, name]
     if files:
         relative = [_inside(root, root / Path(f), "--file") for f in files]
     else:
@@ -911,7 +929,9 @@ def mutate(
         candidate=runner.name,
         files=relative,
         operators=list(operators) + (["model"] if model_mutations else []),
-        cases=len(spec.cases),
+        cases=len(cases) if cases else len(spec.cases),
+        only_cases=list(cases),
+        only_claims=list(claims),
         jobs=jobs,
         min_score=min_score,
         found=len(found) + len(model_mutations or {}),
@@ -932,7 +952,9 @@ def mutate(
             slots.put(slot)
 
         slot = slots.get()
-        outcome, data, last, seconds = _run_gate(slot / "project", spec_name, slot / "out", None)
+        outcome, data, last, seconds = _run_gate(
+            slot / "project", spec_name, slot / "out", None, only=only
+        )
         slots.put(slot)
         if outcome != "exit 0":
             if data is not None and not data.get("passed", False):
@@ -973,7 +995,7 @@ def mutate(
             try:
                 path.write_bytes(job.mutated.encode("utf-8"))
                 outcome, data, last, seconds = _run_gate(
-                    slot / "project", spec_name, slot / "out", result.timeout, live
+                    slot / "project", spec_name, slot / "out", result.timeout, live, only
                 )
             finally:
                 path.write_bytes(sources[job.file].encode("utf-8"))

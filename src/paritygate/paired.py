@@ -402,18 +402,20 @@ def _byte_difference(path: str, a: Any, e: Any) -> OutputDifference | None:
 
 
 def _differing_elements(a: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Element mask of differing bytes, without copying contiguous arrays."""
-    a = np.ascontiguousarray(a)
+    """Element mask of differing bytes (the arrays' shape, a 0-d one included), without
+    copying contiguous arrays."""
+    shape = a.shape
+    a = np.ascontiguousarray(a)  # a 0-d array comes back 1-d
     e = np.ascontiguousarray(e)
     size = a.dtype.itemsize
     if size == 0 or a.size == 0:
-        return np.zeros(a.shape, dtype=bool)
+        return np.zeros(shape, dtype=bool)
     if size in _UINT_BY_SIZE:
         uint = _UINT_BY_SIZE[size]
-        return (a.view(uint) != e.view(uint)).reshape(a.shape)
+        return (a.view(uint) != e.view(uint)).reshape(shape)
     a_bytes = a.reshape(-1).view(np.uint8).reshape(a.size, size)
     e_bytes = e.reshape(-1).view(np.uint8).reshape(e.size, size)
-    return (a_bytes != e_bytes).any(axis=1).reshape(a.shape)
+    return (a_bytes != e_bytes).any(axis=1).reshape(shape)
 
 
 def _numeric_gap(a: np.ndarray, e: np.ndarray, mask: np.ndarray) -> tuple[float | None, str]:

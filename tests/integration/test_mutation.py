@@ -207,6 +207,8 @@ def test_an_unmutated_gate_that_fails_exits_2(tmp_path, capsys):
         (["--file", "cases/a.npz"], "not a Python file"),
         (["--model-mutation", "broken"], "--model-mutation expects NAME=VALUE"),
         (["--bogus"], "No such option '--bogus'"),
+        (["--case", "c"], "--case 'c': not in parity.toml"),
+        (["--claim", "y-far"], "--claim 'y-far': not in parity.toml"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
@@ -215,6 +217,20 @@ def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and message in err
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_case_and_claim_restrict_every_gate_run(project, tmp_path, capsys):
+    """A quick set of a slow gate: every mutant gated on one case and one claim; the count of
+    cases, the names and the verdicts say so, and a mutant is still caught there."""
+    report = tmp_path / "quick.json"
+    args = ["mutate", str(project), "--operators", "dtype", "--case", "b", "--claim", "y-close"]
+    assert main([*args, "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(report.read_text())
+    assert (data["cases"], data["only_cases"], data["only_claims"]) == (1, ["b"], ["y-close"])
+    assert "gate runs x 1 cases" in out
+    caught = [m for m in data["mutants"] if m["status"] == "caught"]
+    assert caught and {(m["claim"], m["case"]) for m in caught} == {("y-close", "b")}
 
 
 def test_operators_on_a_numerical_module():

@@ -308,3 +308,11 @@ def test_only_check_b_still_fails_a_leak_and_refuses_a_tolerance():
     assert result.outputs["forward"]["candidate"]["latents"].shape == INPUT.shape
     with pytest.raises(InputError, match="metric of check \\(a\\)"):
         paired(model, model, check_a=False, tolerance={"atol": 1e-3})
+
+
+def test_a_zero_dimensional_output_is_compared_byte_for_byte():
+    # a scalar count (a cache's reported skips): equal passes, a different value names both
+    assert byte_differences({"skips": np.array(0)}, {"skips": np.array(0)}) == []
+    (difference,) = byte_differences({"skips": np.array(25)}, {"skips": np.array(0)})
+    assert (difference.reason, difference.n_differ, difference.max_abs) == ("bytes", 1, 25.0)
+    assert difference.first_index == () and difference.actual_at_first == 25

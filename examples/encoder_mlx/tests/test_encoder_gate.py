@@ -113,7 +113,7 @@ def test_every_figure_of_the_published_claims_section_is_tied(example_folder, tm
     capsys.readouterr()
     project = tmp_path / "encoder_mlx"
     project.mkdir()
-    for name in ("parity.toml", "README.md"):
+    for name in ("parity.toml", "README.md", "mutation.json"):
         shutil.copy(example_folder / name, project)
     for folder in ("calibration", "bench-results"):
         shutil.copytree(example_folder / folder, project / folder)

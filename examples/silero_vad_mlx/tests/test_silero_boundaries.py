@@ -89,3 +89,46 @@ def test_a_post_processor_off_by_one_chunk_on_min_silence_is_caught(postprocess)
         for probs in traces
     ]
     assert any(differs)  # the boundary cases catch a post-processor one chunk off
+
+
+PAUSE_CASES = ["pause_2_chunks", "pause_3_chunks", "pause_4_chunks"]
+MIN_SILENCE = "min_silence_samples = sampling_rate * min_silence_duration_ms / 1000"
+
+
+@pytest.mark.parametrize(
+    ("planted", "caught_on"),
+    [(None, None), ("+ window", "pause_3_chunks"), ("- window", "pause_2_chunks")],
+    ids=["faithful", "one-chunk-longer", "one-chunk-shorter"],
+)
+def test_the_gate_catches_a_minimum_silence_one_chunk_off(spec, tmp_path, planted, caught_on):
+    """The post-processor's minimum silence one chunk (512 samples) too long or too short, planted
+    in postprocess.py, fails the gate itself on the pause case at the boundary: the exact claims
+    of every candidate, the post-processor's first (it reads the recorded reference
+    probabilities, so nothing else differs); the faithful post-processor passes the same cases."""
+    from test_silero_gate import copy_example
+
+    from paritygate import load_spec, run_gate
+
+    example = copy_example(spec, tmp_path / "example")
+    source = (example / "postprocess.py").read_text()
+    assert source.count(MIN_SILENCE) == 1
+    if planted:
+        (example / "postprocess.py").write_text(
+            source.replace(MIN_SILENCE, f"{MIN_SILENCE} {planted}")
+        )
+    result = run_gate(load_spec(example / "parity.toml"), cases=PAUSE_CASES)
+    failing = {(v.claim_id, v.candidate, v.case) for v in result.verdicts if not v.passed}
+    if planted is None:
+        assert result.exit_code == 0 and not failing, failing
+        return
+    assert result.exit_code == 1
+    assert {case for _, _, case in failing} == {caught_on}
+    for claim, candidate in (
+        ("postprocessor-exact", "postprocessor"),
+        ("timestamps-exact", "mlx"),
+        ("onnx-timestamps-exact", "onnxruntime"),
+        ("segment-edges", "mlx"),
+    ):
+        assert (claim, candidate, caught_on) in failing, failing
+    # the probabilities are untouched: only the post-processing claims fail
+    assert not any(c.startswith(("probability", "onnx-probability")) for c, _, _ in failing)

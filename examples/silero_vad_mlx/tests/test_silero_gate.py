@@ -27,8 +27,10 @@ def test_gate_passes_every_claim_on_every_case(spec):
         "postprocessor-exact",
     } <= claims
     assert any(c.startswith("cross-adapter") for c in claims)
-    # The 8 canonical cases and the 12 further recordings the bounds were calibrated on.
-    assert len(spec.cases) == 20
+    # The 8 canonical cases and the 12 further recordings the bounds were calibrated on, the
+    # three minimum-silence boundary cases (tests/test_silero_boundaries.py) and the ten
+    # boundary lengths of short_pauses (`paritygate cases add --sweep`).
+    assert len(spec.cases) == 33
     for claim_id, candidate in (
         ("probability-max-abs", "mlx"),
         ("onnx-probability-max-abs", "onnxruntime"),

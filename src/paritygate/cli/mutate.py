@@ -64,6 +64,20 @@ __all__ = ["mutate_command"]
     help="Exit 1 when caught / (total - equivalent) is below this fraction (default: report only).",
 )
 @click.option(
+    "--case",
+    "cases",
+    multiple=True,
+    metavar="NAME",
+    help="Gate every mutant on this case only (repeatable): a quick set for a slow gate.",
+)
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    metavar="ID",
+    help="Evaluate only this claim for every mutant (repeatable).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -80,6 +94,8 @@ def mutate_command(
     jobs: int,
     timeout: float | None,
     min_score: float | None,
+    cases: tuple[str, ...],
+    claims: tuple[str, ...],
     json_path: Path | None,
 ) -> int:
     """Plant small bugs in the candidate's source and run the gate on each: which are caught
@@ -111,6 +127,8 @@ def mutate_command(
             jobs=jobs,
             timeout=timeout,
             min_score=min_score,
+            cases=cases,
+            claims=claims,
             progress=lambda done, total: update("gated", done, total),
         )
     click.echo(result.summary())

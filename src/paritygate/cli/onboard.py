@@ -144,7 +144,7 @@ def cases_group() -> None:
 
 
 @cases_group.command("add")
-@click.argument("patterns", nargs=-1, required=True, metavar="GLOB...")
+@click.argument("patterns", nargs=-1, metavar="[GLOB...]")
 @click.option(
     "--spec",
     "spec_path",
@@ -153,18 +153,37 @@ def cases_group() -> None:
     type=click.Path(path_type=Path),
     help="The spec to add the cases to.",
 )
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="CASE:axis=A,chunk=N[,...]",
+    help="Boundary cases derived from the template CASE: lengths 0, 1 and k*N-1, k*N, k*N+1 on "
+    "axis A (k up to max=, default 3), batch sizes 1, 2 and an odd one above the largest chunk "
+    "with batch=B (repeatable; docs/spec.md, 'Boundary sweeps').",
+)
 @click.option("--dry-run", is_flag=True, help="List what would be added; write nothing.")
-def cases_add_command(patterns: tuple[str, ...], spec_path: Path, dry_run: bool) -> int:
-    """Pin the files GLOB matches (relative to the spec's folder) as cases, one line each.
+def cases_add_command(
+    patterns: tuple[str, ...], spec_path: Path, sweeps: tuple[str, ...], dry_run: bool
+) -> int:
+    """Pin the files GLOB matches (relative to the spec's folder) as cases, one line each;
+    with --sweep, derive and pin a template case's boundary cases.
 
     A file already pinned keeps its name; a new one is named by its file name.
 
     \b
     Exit codes: 0 added (or nothing new), 2 bad input (nothing written).
     """
+    from ..boundaries import parse_sweep, sweep_cases
+    from ..errors import InputError
     from ..onboarding import add_cases
 
-    plan = add_cases(spec_path, list(patterns), dry_run=dry_run)
+    if not patterns and not sweeps:
+        raise InputError("cases add: give GLOB... or --sweep CASE:axis=A,chunk=N")
+    declared = [parse_sweep(text) for text in sweeps]
+    plan: list = add_cases(spec_path, list(patterns), dry_run=dry_run) if patterns else []
+    for sweep in declared:
+        plan += sweep_cases(spec_path, sweep, dry_run=dry_run)
     added = [c for c in plan if c.added]
     for case in added:
         click.echo(
