@@ -40,6 +40,8 @@ __all__ = [
     "Claim",
     "HardwareClass",
     "Spec",
+    "Execution",
+    "ENGINES",
     "load_spec",
     "find_spec",
     "update_claim",
@@ -92,8 +94,16 @@ def default_reports(spec_path: Path) -> str:
 #      for calibrated per-layer bounds), read by :mod:`paritygate.locate`. Migration: none;
 #      formats 1-5 load as before; a spec with a generated case or [locate] sets
 #      format_version = 6.
-SPEC_FORMAT_VERSION = 6
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6)
+#   7  scale-out (docs/scale-out.md): an ``[execution]`` table (``engine = "serial" | "pool" |
+#      "ray"``, ``jobs`` (a number or "auto"), ``retries`` (a unit whose worker died runs again
+#      that many times), ``address`` (a Ray cluster)), and per runner ``threads`` (the BLAS /
+#      OpenMP threads one run uses, what ``--jobs auto`` divides the cores by) and ``resources``
+#      (``num_cpus``, ``num_gpus``, ``memory`` and custom resources naming a hardware class, asked
+#      of Ray for the runner's actors). Migration: none; formats 1-6 load as before and run
+#      serially unless the command line asks for ``--jobs`` or ``--ray``; a spec with
+#      ``[execution]``, ``threads`` or ``resources`` sets format_version = 7.
+SPEC_FORMAT_VERSION = 7
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.
@@ -110,6 +120,7 @@ STATUSES = ("calibrated", "provisional")
 ROLES = ("reference", "candidate", "adapter")
 OUTPUT_FORMATS = ("json", "npz", "safetensors")
 PASS_STYLES = ("case", "path", "inputs")
+ENGINES = ("serial", "pool", "ray")
 
 NOOP_STORED_REASON = (
     "a no-op claim is byte equality between the baseline and the candidate, and byte equality "
@@ -218,6 +229,11 @@ class Runner:
     cast: str = "none"  # "none", "reference" or a dtype name
     pins: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
+    # Scale-out (format 7): the BLAS / OpenMP threads one run uses (``--jobs auto`` divides the
+    # cores by it), and what a Ray actor of this runner asks for (num_cpus, num_gpus, memory,
+    # custom resources such as a hardware class).
+    threads: int = 1
+    resources: dict[str, float] = field(default_factory=dict)
 
     @property
     def package_pins(self) -> dict[str, str]:
@@ -297,6 +313,17 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Execution:
+    """How the units of a run (a runner on a case) are scheduled: ``[execution]`` (format 7;
+    :mod:`paritygate.execution`). The command line's ``--jobs`` / ``--ray`` override it."""
+
+    engine: str = "serial"  # "serial", "pool" or "ray"
+    jobs: int | str = 1  # workers of the pool, or "auto"
+    retries: int = 0  # how many times a unit whose worker died runs again
+    address: str | None = None  # a Ray cluster's address (None: a local one)
+
+
+@dataclass(frozen=True)
 class HardwareClass:
     """Conditions (globs) the current machine must meet to belong to the class."""
 
@@ -321,6 +348,7 @@ class Spec:
     pins: dict[str, Any] = field(default_factory=dict)  # project-wide pins recorded with references
     # Declared outputs deliberately not gated: output name or glob -> the reason (format 2).
     waived: dict[str, str] = field(default_factory=dict)
+    execution: Execution = field(default_factory=Execution)  # format 7
 
     @property
     def reference(self) -> Runner:
@@ -596,6 +624,7 @@ class _Validator:
                 "waived",
                 "benchmarks",
                 "locate",
+                "execution",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
@@ -611,6 +640,8 @@ class _Validator:
             raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
         if "locate" in data and isinstance(version, int) and version < 6:
             raise self.error("locate", "[locate] needs format_version = 6")
+        if "execution" in data and isinstance(version, int) and version < 7:
+            raise self.error("execution", "[execution] needs format_version = 7")
         if "waived" in data and version < 2:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
@@ -656,7 +687,39 @@ class _Validator:
             claims=claims,
             hardware=hardware,
             pins=dict(pins),
+            execution=self.execution(data.get("execution", {})),
         )
+
+    def execution(self, value: Any) -> Execution:
+        data = self.table_of(value, "execution")
+        self.keys(data, "execution", ("engine", "jobs", "retries", "address"))
+        engine = self.choice(data, "execution", "engine", ENGINES, "serial")
+        jobs = data.get("jobs", 1)
+        if jobs != "auto" and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+            raise self.error("execution.jobs", f'expected a number >= 1 or "auto", got {jobs!r}')
+        retries = data.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+            raise self.error("execution.retries", f"expected 0 to 10, got {retries!r}")
+        address = self.string(data, "execution", "address", None)
+        if address is not None and engine != "ray":
+            raise self.error("execution.address", 'a cluster address needs engine = "ray"')
+        return Execution(engine=engine, jobs=jobs, retries=retries, address=address)
+
+    def scale_out(self, data: dict[str, Any], key: str) -> tuple[int, dict[str, float]]:
+        """A runner's ``threads`` and ``resources`` (format 7)."""
+        for name in ("threads", "resources"):
+            if name in data and self.version < 7:
+                raise self.error(f"{key}.{name}", "needs format_version = 7")
+        threads = data.get("threads", 1)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise self.error(f"{key}.threads", f"expected a whole number >= 1, got {threads!r}")
+        resources = {}
+        for name, amount in self.table_of(data.get("resources", {}), f"{key}.resources").items():
+            amount = self.number(amount, f"{key}.resources.{name}")
+            if amount < 0:
+                raise self.error(f"{key}.resources.{name}", "expected an amount >= 0")
+            resources[name] = amount
+        return threads, resources
 
     def waived(self, value: Any, outputs: tuple[str, ...]) -> dict[str, str]:
         table = self.table_of(value, "waived")
@@ -879,6 +942,8 @@ class _Validator:
                 "pins",
                 "seed",
                 "paths",
+                "threads",
+                "resources",
             ),
             required=("role",),
         )
@@ -961,6 +1026,7 @@ class _Validator:
             raise self.error(f"{key}.seed", f"expected an integer, got {_kind(seed)}")
         options = dict(self.table_of(data.get("options", {}), f"{key}.options"))
         options.update(self.option_paths(data, key, options))
+        threads, resources = self.scale_out(data, key)
         return Runner(
             name=name,
             role=role,
@@ -981,6 +1047,8 @@ class _Validator:
             cast=cast,
             pins=pins,
             seed=seed,
+            threads=threads,
+            resources=resources,
         )
 
     def output_map(self, key: str, name: str, value: Any, outputs: tuple[str, ...]) -> OutputMap:
