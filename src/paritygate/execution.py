@@ -29,9 +29,12 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import sys
 import tempfile
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +43,26 @@ from typing import Any
 from .errors import RunFailure, UserError
 from .spec import ENGINES, Execution, Spec
 
-__all__ = ["Plan", "Outcome", "Executed", "plan", "parse_jobs", "execute", "THREAD_VARIABLES"]
+__all__ = [
+    "Plan",
+    "Outcome",
+    "Executed",
+    "plan",
+    "parse_jobs",
+    "execute",
+    "THREAD_VARIABLES",
+    "RUN_SPECIFIC_FIELDS",
+]
+
+# The fields of a gate result's JSON that depend on how and when the run was executed; every
+# other field is the same serially, on a pool and on Ray (docs/scale-out.md, tested).
+RUN_SPECIFIC_FIELDS = (
+    "started",
+    "finished",
+    "provenance.date",
+    "provenance.seconds",
+    "provenance.execution",
+)
 
 # The variables that size BLAS / OpenMP thread pools, set in every pool worker.
 THREAD_VARIABLES = (
@@ -180,8 +202,6 @@ def execute(
         jobs = chosen.jobs if isinstance(chosen.jobs, int) else auto_jobs(spec, names)
         done = _Pool(spec, names, min(jobs, len(units)), chosen.retries).run(units, progress, stop)
     else:
-        from ._ray import run_on_ray
-
         done = run_on_ray(spec, names, units, chosen, progress, stop)
     if progress:
         progress("done", len(units), len(units))
@@ -525,6 +545,7 @@ class _Pool:
         self, units: list[tuple[str, str]], progress: Progress | None, stop: Stop | None
     ) -> Executed:
         executed = Executed()
+        flagged: set[tuple[str, str]] = set()  # units ``stop`` flagged
         self.pending = [(r, c, 1) for r, c in units]
         total = len(units)
         scratch = tempfile.mkdtemp(prefix="paritygate-units-")
@@ -556,10 +577,9 @@ class _Pool:
                     if (
                         stop is not None
                         and value.outputs is not None
-                        and not self.halt.is_set()
                         and stop(runner, case, value.outputs)
                     ):
-                        executed.stopped = True
+                        flagged.add((runner, case))
                         self.halt.set()
                 if progress:
                     progress(f"{runner}: {case}", done, total)
@@ -575,5 +595,275 @@ class _Pool:
         # runners that failed to start: their other units carry nothing
         for key in [k for k in executed.outcomes if k[0] in executed.activation]:
             del executed.outcomes[key]
+        if flagged:  # as a serial run: stopped at the first flagged unit in serial order
+            first = min(units.index(u) for u in flagged)
+            for unit in units[first + 1 :]:
+                executed.outcomes.pop(unit, None)
+            executed.stopped = True
         executed.workers = list(self.pids)
         return executed
+
+
+# --------------------------------------------------------------------------------------------
+# Ray (imported only when a run asks for it)
+#
+# Runner by runner, a few actors (one per slot) each activate the runner once and run the cases
+# handed to them, one at a time, as the pool's workers do (run_unit). An actor asks Ray for the
+# runner's ``resources`` (``num_cpus`` defaults to its ``threads``), so a candidate that names a
+# hardware class as a custom resource runs only on nodes offering it. Outputs come back as
+# safetensors (or npz) bytes through Ray's object store and are read by
+# paritygate.files.load_outputs: Ray pickles its own messages between the project's processes,
+# but nothing read from users or stored on disk is unpickled.
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError(
+            "the Ray engine needs Ray, which is not installed: pip install 'paritygate[ray]'"
+        ) from None
+    return ray
+
+
+class UnitActor:
+    """A Ray actor: one activated runner, kept across the cases it runs."""
+
+    def run(self, spec_path: str, spec_text: str, runner: str, case: str) -> dict[str, Any]:
+        answer = run_unit(spec_path, spec_text, runner, case)
+        if "outputs" in answer:
+            outputs = answer.pop("outputs")
+            answer["names"] = list(outputs)
+            with tempfile.TemporaryDirectory(prefix="paritygate-unit-") as scratch:
+                path = _save(Path(scratch), outputs)
+                answer["format"] = path.suffix
+                answer["payload"] = path.read_bytes()
+        return answer
+
+    def close(self) -> None:
+        deactivate_unit()
+
+
+def _read_bytes(answer: dict[str, Any]) -> dict[str, Any]:
+    """Outputs from an actor's bytes, through the one reader of output files."""
+    from .files import load_outputs
+
+    with tempfile.TemporaryDirectory(prefix="paritygate-unit-") as scratch:
+        path = Path(scratch) / f"outputs{answer['format']}"
+        path.write_bytes(answer["payload"])
+        return in_order(load_outputs(path), answer["names"])
+
+
+def _ray_options(spec: Spec, runner: str) -> dict[str, Any]:
+    """What the runner's actors ask Ray for, and the environment they start with."""
+    declared = spec.runners[runner]
+    resources = dict(declared.resources)
+    options: dict[str, Any] = {"num_cpus": resources.pop("num_cpus", float(declared.threads))}
+    if "num_gpus" in resources:
+        options["num_gpus"] = resources.pop("num_gpus")
+    if "memory" in resources:
+        options["memory"] = int(resources.pop("memory"))
+    if resources:
+        options["resources"] = resources
+    env = {name: str(declared.threads) for name in THREAD_VARIABLES}
+    paths = [p or os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    options["runtime_env"] = {"env_vars": env}
+    options["max_restarts"] = 0
+    return options
+
+
+def _ray_wanted(spec: Spec, runner: str) -> dict[str, float]:
+    """What one actor of the runner takes from the cluster, by Ray's resource names."""
+    options = _ray_options(spec, runner)
+    wanted = {"CPU": float(options["num_cpus"])}
+    if options.get("num_gpus"):
+        wanted["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        wanted["memory"] = float(options["memory"])
+    wanted.update(options.get("resources", {}))
+    return {k: v for k, v in wanted.items() if v > 0}
+
+
+def _ray_slots(ray: Any, spec: Spec, runner: str, chosen: Plan, cases: int) -> int:
+    """How many actors run a runner at once: as many as the cluster's resources hold at what
+    one asks for (every one of them can be placed), at most ``jobs`` when it is a number, and
+    0 when no node offers what it asks for."""
+    total = ray.cluster_resources()
+    fits = [
+        int(total.get(name, 0.0) // amount) for name, amount in _ray_wanted(spec, runner).items()
+    ]
+    slots = min(fits) if fits else cases
+    if isinstance(chosen.jobs, int) and chosen.jobs > 1:
+        slots = min(slots, chosen.jobs)
+    return max(0, min(slots, cases))
+
+
+def run_on_ray(
+    spec: Spec,
+    names: list[str],
+    units: list[tuple[str, str]],
+    chosen: Plan,
+    progress: Progress | None,
+    stop: Stop | None,
+) -> Executed:
+    ray = _ray()
+    started_here = False
+    if not ray.is_initialized():
+        try:
+            ray.init(
+                address=chosen.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="ERROR",
+            )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = chosen.address or "a local cluster"
+            raise UserError(f"cannot reach the Ray cluster {where}: {exc}") from None
+        started_here = True
+    try:
+        spec_text = spec.path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(
+            f"Ray workers read the spec from its file: {exc.strerror or exc}", where=str(spec.path)
+        ) from None
+    try:
+        return _RayRun(ray, spec, spec_text, chosen, progress, stop).all(names, units)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+class _RayRun:
+    def __init__(
+        self,
+        ray: Any,
+        spec: Spec,
+        spec_text: str,
+        chosen: Plan,
+        progress: Progress | None,
+        stop: Stop | None,
+    ):
+        self.ray = ray
+        self.spec = spec
+        self.spec_text = spec_text
+        self.chosen = chosen
+        self.progress = progress
+        self.stop = stop
+        self.actor_class = ray.remote(UnitActor)
+        self.executed = Executed()
+        self.done = 0
+        self.total = 0
+        self.flagged: list[tuple[str, str]] = []
+
+    def _actor(self, runner: str) -> Any:
+        actor = self.actor_class.options(**_ray_options(self.spec, runner)).remote()
+        self.executed.workers.append(f"ray actor {actor._actor_id.hex()[:12]}")
+        return actor
+
+    def all(self, names: list[str], units: list[tuple[str, str]]) -> Executed:
+        self.total = len(units)
+        for name in names:
+            cases = [c for r, c in units if r == name]
+            if cases and not self.flagged:
+                self.runner(name, cases)
+        if self.flagged:  # as a serial run: stopped at the first flagged unit in serial order
+            first = min(units.index(u) for u in self.flagged)
+            for unit in units[first + 1 :]:
+                self.executed.outcomes.pop(unit, None)
+            self.executed.stopped = True
+        return self.executed
+
+    def _report(self, runner: str, case: str) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(f"{runner}: {case}", self.done, self.total)
+
+    def runner(self, name: str, cases: list[str]) -> None:
+        ray = self.ray
+        timeout = self.spec.runners[name].timeout
+        pending = deque((case, 1) for case in cases)
+        slots = _ray_slots(ray, self.spec, name, self.chosen, len(cases))
+        if slots == 0:
+            asked = ", ".join(f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name).items())
+            self.executed.activation[name] = RunFailure(
+                name,
+                None,
+                "import",
+                f"the Ray cluster cannot place it: it asks for {asked}; the cluster offers "
+                + ", ".join(f"{k} {v:g}" for k, v in sorted(ray.cluster_resources().items())),
+            )
+            self.done += len(cases)
+            return
+        idle = [self._actor(name) for _ in range(slots)]
+        inflight: dict[Any, tuple[Any, str, int, float]] = {}
+        try:
+            while pending or inflight:
+                while idle and pending and not self.flagged:
+                    actor = idle.pop()
+                    case, attempt = pending.popleft()
+                    ref = actor.run.remote(str(self.spec.path), self.spec_text, name, case)
+                    inflight[ref] = (actor, case, attempt, time.monotonic())
+                if not inflight:
+                    break
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.25)
+                now = time.monotonic()
+                if timeout is not None:
+                    for ref, (actor, case, _attempt, began) in list(inflight.items()):
+                        if ref in ready or now - began < timeout + TIMEOUT_GRACE:
+                            continue
+                        del inflight[ref]
+                        ray.kill(actor, no_restart=True)
+                        worker = f"ray actor {actor._actor_id.hex()[:12]}"
+                        failure = timed_out(name, case, timeout, worker)
+                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+                        self._report(name, case)
+                        idle.append(self._actor(name))
+                for ref in ready:
+                    actor, case, attempt, _ = inflight.pop(ref)
+                    worker = f"ray actor {actor._actor_id.hex()[:12]}"
+                    try:
+                        answer = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        why = f"the Ray actor died ({type(exc).__name__})"
+                        idle.append(self._actor(name))
+                        if attempt <= self.chosen.retries:
+                            pending.appendleft((case, attempt + 1))
+                            continue
+                        failure = died(name, case, worker, why, attempt)
+                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+                        self._report(name, case)
+                        continue
+                    if "activation" in answer:
+                        self.executed.activation[name] = failure_from_json(answer["activation"])
+                        pending.clear()
+                        self.done += len(cases) - 1
+                        self._report(name, case)
+                        continue
+                    outputs = _read_bytes(answer) if "payload" in answer else None
+                    outcome = answer_to_outcome(name, case, answer, outputs, worker)
+                    outcome.attempts = attempt
+                    self.executed.outcomes[(name, case)] = outcome
+                    if outcome.failure is not None and outcome.failure.kind == "timeout":
+                        ray.kill(actor, no_restart=True)  # the stray call still runs there
+                        idle.append(self._actor(name))
+                    else:
+                        idle.append(actor)
+                    if (
+                        self.stop is not None
+                        and outputs is not None
+                        and self.stop(name, case, outputs)
+                    ):
+                        self.flagged.append((name, case))
+                    self._report(name, case)
+        finally:
+            for actor in idle:  # deactivate the runner (a model's close()), then end the actor
+                try:
+                    ray.get(actor.close.remote(), timeout=30)
+                except Exception:
+                    pass
+            for actor in idle + [entry[0] for entry in inflight.values()]:
+                ray.kill(actor, no_restart=True)
+        if name in self.executed.activation:
+            for key in [k for k in self.executed.outcomes if k[0] == name]:
+                del self.executed.outcomes[key]
