@@ -277,3 +277,29 @@ def test_auto_divides_the_cores_by_the_runners_threads(tmp_path):
 
     pool = _Pool(spec, ["cand"], 1, 0)
     assert {pool.env[v] for v in THREAD_VARIABLES} == {"64"}
+
+
+def test_speed_claims_are_timed_after_the_pool_is_gone(tmp_path, monkeypatch):
+    from test_gate_speed import SLEEPY_MODEL, _spec
+
+    from paritygate import children, speed
+
+    path = make_project(
+        tmp_path,
+        _spec("fast", "speedup", 1.5),
+        modules={"sleepy.py": SLEEPY_MODEL},
+        cases={"a": {"x": np.random.default_rng(1).standard_normal((3, 8))}},
+    )
+    record(load_spec(path))
+    alive_while_timing = []
+    timed = speed.speed_verdict
+
+    def watched(*args, **kwargs):
+        alive_while_timing.append(children.live())
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(speed, "speed_verdict", watched)
+    result = run_gate(load_spec(path), execution=plan(jobs=2))
+    (verdict,) = [v for v in result.verdicts if v.claim_id == "fast"]
+    assert verdict.passed and result.passed, verdict.failures
+    assert alive_while_timing == [[]]  # no pool worker lived while the claim was timed
