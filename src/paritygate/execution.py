@@ -180,8 +180,8 @@ class Executed:
 
 # progress(stage, done, total), as the gate's
 Progress = Callable[[str, int, int], None]
-# stop(runner, case, outputs) -> True to stop running (gate -x)
-Stop = Callable[[str, str, dict[str, Any]], bool]
+# stop(runner, case, outputs) -> True to stop running (gate -x); outputs None: the unit failed
+Stop = Callable[[str, str, Any], bool]
 
 
 def execute(
@@ -192,8 +192,22 @@ def execute(
     *,
     progress: Progress | None = None,
     stop: Stop | None = None,
+    stop_on_failure: bool = False,
 ) -> Executed:
-    """Run every runner in ``names`` on every case in ``cases`` on the plan's engine."""
+    """Run every runner in ``names`` on every case in ``cases`` on the plan's engine.
+
+    ``stop(runner, case, outputs)`` returning True, or with ``stop_on_failure`` a unit that
+    failed, ends the run early as a serial run would: outcomes past the first such unit in serial
+    order are dropped (``record`` stops at the reference's first failure)."""
+    given = stop
+
+    def judged(runner: str, case: str, outputs: dict[str, Any] | None) -> bool:
+        if outputs is None:  # the unit failed
+            return stop_on_failure
+        return given is not None and given(runner, case, outputs)
+
+    stop = judged if given is not None or stop_on_failure else None
+
     chosen = chosen or Plan()
     units = [(n, c) for n in names for c in cases]
     if chosen.engine == "serial" or not units:
@@ -237,6 +251,9 @@ def _serial(
                     run = active.run(spec.cases[case])
                 except RunFailure as exc:
                     executed.outcomes[(name, case)] = Outcome(name, case, failure=exc)
+                    if stop is not None and stop(name, case, None):
+                        executed.stopped = True
+                        return executed
                 else:
                     executed.outcomes[(name, case)] = Outcome(
                         name, case, run.outputs, run.seconds, run.stderr
@@ -574,10 +591,10 @@ class _Pool:
                     executed.activation.setdefault(runner, value)
                 elif kind == "done":
                     executed.outcomes[(runner, case)] = value
-                    if (
-                        stop is not None
-                        and value.outputs is not None
-                        and stop(runner, case, value.outputs)
+                    if stop is not None and (
+                        stop(runner, case, None)
+                        if value.failure is not None
+                        else stop(runner, case, value.outputs or {})
                     ):
                         flagged.add((runner, case))
                         self.halt.set()
@@ -774,6 +791,14 @@ class _RayRun:
             self.executed.stopped = True
         return self.executed
 
+    def _judge(self, runner: str, case: str) -> None:
+        """Whether the unit's outcome stops the run (``stop``), then progress."""
+        outcome = self.executed.outcomes[(runner, case)]
+        outputs = None if outcome.failure is not None else (outcome.outputs or {})
+        if self.stop is not None and self.stop(runner, case, outputs):
+            self.flagged.append((runner, case))
+        self._report(runner, case)
+
     def _report(self, runner: str, case: str) -> None:
         self.done += 1
         if self.progress:
@@ -817,7 +842,7 @@ class _RayRun:
                         worker = f"ray actor {actor._actor_id.hex()[:12]}"
                         failure = timed_out(name, case, timeout, worker)
                         self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
-                        self._report(name, case)
+                        self._judge(name, case)
                         idle.append(self._actor(name))
                 for ref in ready:
                     actor, case, attempt, _ = inflight.pop(ref)
@@ -832,7 +857,7 @@ class _RayRun:
                             continue
                         failure = died(name, case, worker, why, attempt)
                         self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
-                        self._report(name, case)
+                        self._judge(name, case)
                         continue
                     if "activation" in answer:
                         self.executed.activation[name] = failure_from_json(answer["activation"])
@@ -849,13 +874,7 @@ class _RayRun:
                         idle.append(self._actor(name))
                     else:
                         idle.append(actor)
-                    if (
-                        self.stop is not None
-                        and outputs is not None
-                        and self.stop(name, case, outputs)
-                    ):
-                        self.flagged.append((name, case))
-                    self._report(name, case)
+                    self._judge(name, case)
         finally:
             for actor in idle:  # deactivate the runner (a model's close()), then end the actor
                 try:

@@ -623,12 +623,16 @@ def _record_locked(
     seconds: dict[str, float] = {}
     warnings: list[str] = []
     chosen = execution if execution is not None else plan(spec)
-    executed = execute(spec, [runner.name], list(spec.cases), chosen, progress=progress)
+    executed = execute(
+        spec, [runner.name], list(spec.cases), chosen, progress=progress, stop_on_failure=True
+    )
     try:
         if runner.name in executed.activation:
             raise executed.activation[runner.name]
         for case in spec.cases.values():
-            outcome = executed.outcomes[(runner.name, case.name)]
+            outcome = executed.outcomes.get((runner.name, case.name))
+            if outcome is None:  # not run: an earlier case failed, and that failure is raised
+                continue
             if outcome.failure is not None:
                 raise outcome.failure
             result = RunResult(outcome.outputs or {}, outcome.seconds, outcome.stderr)

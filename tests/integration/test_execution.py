@@ -303,3 +303,26 @@ def test_speed_claims_are_timed_after_the_pool_is_gone(tmp_path, monkeypatch):
     (verdict,) = [v for v in result.verdicts if v.claim_id == "fast"]
     assert verdict.passed and result.passed, verdict.failures
     assert alive_while_timing == [[]]  # no pool worker lived while the claim was timed
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_record_stops_at_the_reference_first_failure_and_writes_nothing(tmp_path, jobs):
+    from paritygate.references import RecordError
+
+    path = faulty_project(tmp_path)
+    before = (tmp_path / "references" / "manifest.json").read_text()
+    path.write_text(
+        path.read_text().replace('callable = "tiny:reference"', 'callable = "tiny:faulty"')
+    )
+    (tmp_path / "faults.json").write_text(json.dumps({"c1": "kill" if jobs > 1 else "hang"}))
+    if jobs == 1:  # serially a hang is cancelled by the runner's watchdog
+        path.write_text(
+            path.read_text().replace(
+                'callable = "tiny:faulty"', 'callable = "tiny:faulty"\ntimeout = 1', 1
+            )
+        )
+    start = time.monotonic()
+    with pytest.raises(RecordError, match="the reference failed, nothing was written: runner "):
+        record(load_spec(path), execution=plan(jobs=jobs))
+    assert time.monotonic() - start < 30
+    assert (tmp_path / "references" / "manifest.json").read_text() == before
