@@ -32,10 +32,10 @@ from typing import Any
 
 from .drift import VerifyResult, check_input_after_run, runners_that_run, verify
 from .equivalence import evaluate_claim, structure_failures
-from .errors import InputError, RunFailure, SpecError, WrongHardware
+from .errors import InputError, SpecError, WrongHardware
+from .execution import Plan, execute, plan
 from .provenance import capture, machine_facts, utc_now
 from .results import ClaimVerdict, Failure, GateResult, NotEvaluated, Tolerance
-from .runners import make_runner
 from .spec import Claim, Spec, did_you_mean
 
 __all__ = ["run_gate", "current_hardware", "CROSS_ADAPTER_PREFIX", "Progress"]
@@ -174,45 +174,31 @@ def _run_all(
     runs: _Runs,
     progress: Progress | None,
     violated: Callable[[str, str, dict[str, Any]], bool] | None = None,
+    execution: Plan | None = None,
 ) -> bool:
-    """Run every runner on every case; with ``violated``, stop after the first run it flags
-    (returns True when it stopped)."""
-    total = len(names) * len(cases)
-    done = 0
+    """Run every runner on every case on the run's engine (:mod:`paritygate.execution`), then
+    take the outcomes in serial order, so the result does not depend on the engine; with
+    ``violated``, stop after the first run it flags (returns True when it stopped)."""
+    executed = execute(spec, names, cases, execution, progress=progress, stop=violated)
     for name in names:
-        runner = spec.runners[name]
-        active = make_runner(runner, spec)
         runs.outputs[name], runs.seconds[name], runs.stderr[name] = {}, {}, {}
-        try:
-            active.activate()
-        except RunFailure as exc:
-            result.errors.append(exc.describe())
-            done += len(cases)
-            if progress:
-                progress(f"{name}: failed to start", done, total)
+        if name in executed.activation:
+            result.errors.append(executed.activation[name].describe())
             continue
-        try:
-            for case in cases:
-                if progress:
-                    progress(f"{name}: {case}", done, total)
-                try:
-                    run = active.run(spec.cases[case])
-                except RunFailure as exc:
-                    result.errors.append(exc.describe())
-                else:
-                    check_input_after_run(spec, case, f"runner {name}", result)
-                    runs.outputs[name][case] = run.outputs
-                    runs.seconds[name][case] = run.seconds
-                    if run.stderr.strip():
-                        runs.stderr[name][case] = run.stderr
-                    if violated is not None and violated(name, case, run.outputs):
-                        return True
-                done += 1
-        finally:
-            active.deactivate()
-    if progress:
-        progress("done", total, total)
-    return False
+        for case in cases:
+            outcome = executed.outcomes.get((name, case))
+            if outcome is None:
+                continue  # not run: stopped at the first violation
+            if outcome.failure is not None:
+                result.errors.append(outcome.failure.describe())
+                continue
+            check_input_after_run(spec, case, f"runner {name}", result)
+            runs.outputs[name][case] = outcome.outputs or {}
+            runs.seconds[name][case] = outcome.seconds
+            if outcome.stderr.strip():
+                runs.stderr[name][case] = outcome.stderr
+    result.provenance["execution"] = executed.summary(execution or Plan())
+    return executed.stopped
 
 
 def _spec_argument(spec: Spec) -> str:
@@ -285,6 +271,7 @@ def run_gate(
     progress: Progress | None = None,
     speed: bool = True,
     stop_at_first_violation: bool = False,
+    execution: Plan | None = None,
 ) -> GateResult:
     """Verify, run every candidate on every case, evaluate every claim; see the module docstring.
 
@@ -293,6 +280,9 @@ def run_gate(
     (the pytest plugin) lists speed claims as not evaluated: timing belongs to gate runs.
     ``stop_at_first_violation`` (``gate -x``) stops running stored candidates at the first case
     that violates a per-case claim; what did not run is listed as not evaluated.
+    ``execution`` (:func:`paritygate.execution.plan`) runs the stored candidates serially (the
+    default), on a process pool or on Ray; verdicts are computed here either way, and speed
+    claims are timed afterwards, in this process, with no unit running beside them.
     """
     claim_ids = list(claims) if claims is not None else list(spec.claims)
     case_names = list(cases) if cases is not None else list(spec.cases)
@@ -348,6 +338,7 @@ def run_gate(
         runs,
         progress,
         expected.violation_check(stored) if stop_at_first_violation else None,
+        execution if execution is not None else plan(spec),
     )
     if stored:
         _undeclared_reference_outputs(spec, case_names, expected, result)

@@ -535,8 +535,13 @@ def record(
     dry_run: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
     before_replace: Callable[[list[str]], bool] | None = None,
+    execution: Any = None,
 ) -> RecordResult:
     """Run the reference on every case and write the reference atomically.
+
+    ``execution`` (:func:`paritygate.execution.plan`; default: the spec's ``[execution]``) runs
+    the cases serially, on a process pool or on Ray; the workers hand their outputs back and
+    this process alone writes the reference.
 
     ``before_replace(diff)`` is called with the diff against the previous reference before it
     is replaced (only when one exists); returning False keeps the previous reference.
@@ -551,7 +556,11 @@ def record(
     try:
         with _lock(spec.references):
             return _record_locked(
-                spec, dry_run=dry_run, progress=progress, before_replace=before_replace
+                spec,
+                dry_run=dry_run,
+                progress=progress,
+                before_replace=before_replace,
+                execution=execution,
             )
     except OSError as exc:  # the lock file, or reading the previous reference
         raise _write_failure(spec.references, exc, None, switched=False) from None
@@ -602,22 +611,31 @@ def _record_locked(
     dry_run: bool,
     progress: Callable[[str, int, int], None] | None,
     before_replace: Callable[[list[str]], bool] | None,
+    execution: Any,
 ) -> RecordResult:
     from .approximation import CALLS_PREFIX
-    from .runners import make_runner
+    from .execution import execute, plan
+    from .runners import RunResult
 
     folder = spec.references
     runner = spec.reference
     outputs: dict[str, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
     warnings: list[str] = []
-    active = make_runner(runner, spec)
+    chosen = execution if execution is not None else plan(spec)
+    executed = execute(
+        spec, [runner.name], list(spec.cases), chosen, progress=progress, stop_on_failure=True
+    )
     try:
-        active.activate()
-        for i, case in enumerate(spec.cases.values()):
-            if progress:
-                progress(case.name, i, len(spec.cases))
-            result = active.run(case)
+        if runner.name in executed.activation:
+            raise executed.activation[runner.name]
+        for case in spec.cases.values():
+            outcome = executed.outcomes.get((runner.name, case.name))
+            if outcome is None:  # not run: an earlier case failed, and that failure is raised
+                continue
+            if outcome.failure is not None:
+                raise outcome.failure
+            result = RunResult(outcome.outputs or {}, outcome.seconds, outcome.stderr)
             if not case.path.is_file() or sha256_file(case.path) != case.sha256:
                 raise RecordError(
                     f"reference runner {runner.name} modified the input file {case.path} of "
@@ -653,14 +671,10 @@ def _record_locked(
                 for name, array in sorted(result.outputs.items())
                 if _all_nan(array)
             )
-        if progress:
-            progress("", len(spec.cases), len(spec.cases))
     except RunFailure as exc:
         raise RecordError(
             f"the reference failed, nothing was written: {exc.describe()}", where=str(spec.path)
         ) from None
-    finally:
-        active.deactivate()
 
     old: Reference | None = None
     old_error = None

@@ -40,6 +40,8 @@ __all__ = [
     "Claim",
     "HardwareClass",
     "Spec",
+    "Execution",
+    "ENGINES",
     "load_spec",
     "find_spec",
     "update_claim",
@@ -96,8 +98,16 @@ def default_reports(spec_path: Path) -> str:
 #      activation, as in an output map) or ``reference_slice`` (of the reference's): the rules
 #      of a fused projection map its parts to the other side's separate ones. Migration: none;
 #      formats 1-6 load as before; a spec whose locate rule takes either sets format_version = 7.
-SPEC_FORMAT_VERSION = 7
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+#   8  scale-out (docs/scale-out.md): an ``[execution]`` table (``engine = "serial" | "pool" |
+#      "ray"``, ``jobs`` (a number or "auto"), ``retries`` (a unit whose worker died runs again
+#      that many times), ``address`` (a Ray cluster)), and per runner ``threads`` (the BLAS /
+#      OpenMP threads one run uses, what ``--jobs auto`` divides the cores by) and ``resources``
+#      (``num_cpus``, ``num_gpus``, ``memory`` and custom resources naming a hardware class, asked
+#      of Ray for the runner's actors). Migration: none; formats 1-7 load as before and run
+#      serially unless the command line asks for ``--jobs`` or ``--ray``; a spec with
+#      ``[execution]``, ``threads`` or ``resources`` sets format_version = 8.
+SPEC_FORMAT_VERSION = 8
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.
@@ -114,6 +124,7 @@ STATUSES = ("calibrated", "provisional")
 ROLES = ("reference", "candidate", "adapter")
 OUTPUT_FORMATS = ("json", "npz", "safetensors")
 PASS_STYLES = ("case", "path", "inputs")
+ENGINES = ("serial", "pool", "ray")
 
 NOOP_STORED_REASON = (
     "a no-op claim is byte equality between the baseline and the candidate, and byte equality "
@@ -222,6 +233,11 @@ class Runner:
     cast: str = "none"  # "none", "reference" or a dtype name
     pins: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
+    # Scale-out (format 7): the BLAS / OpenMP threads one run uses (``--jobs auto`` divides the
+    # cores by it), and what a Ray actor of this runner asks for (num_cpus, num_gpus, memory,
+    # custom resources such as a hardware class).
+    threads: int = 1
+    resources: dict[str, float] = field(default_factory=dict)
 
     @property
     def package_pins(self) -> dict[str, str]:
@@ -301,6 +317,17 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Execution:
+    """How the units of a run (a runner on a case) are scheduled: ``[execution]`` (format 7;
+    :mod:`paritygate.execution`). The command line's ``--jobs`` / ``--ray`` override it."""
+
+    engine: str = "serial"  # "serial", "pool" or "ray"
+    jobs: int | str = 1  # workers of the pool, or "auto"
+    retries: int = 0  # how many times a unit whose worker died runs again
+    address: str | None = None  # a Ray cluster's address (None: a local one)
+
+
+@dataclass(frozen=True)
 class HardwareClass:
     """Conditions (globs) the current machine must meet to belong to the class."""
 
@@ -325,6 +352,7 @@ class Spec:
     pins: dict[str, Any] = field(default_factory=dict)  # project-wide pins recorded with references
     # Declared outputs deliberately not gated: output name or glob -> the reason (format 2).
     waived: dict[str, str] = field(default_factory=dict)
+    execution: Execution = field(default_factory=Execution)  # format 7
 
     @property
     def reference(self) -> Runner:
@@ -600,6 +628,7 @@ class _Validator:
                 "waived",
                 "benchmarks",
                 "locate",
+                "execution",
             ),
             required=("format_version", "outputs", "cases", "runners", "claims"),
         )
@@ -615,6 +644,8 @@ class _Validator:
             raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
         if "locate" in data and isinstance(version, int) and version < 6:
             raise self.error("locate", "[locate] needs format_version = 6")
+        if "execution" in data and isinstance(version, int) and version < 8:
+            raise self.error("execution", "[execution] needs format_version = 8")
         if "waived" in data and version < 2:
             raise self.error("waived", "[waived] needs format_version = 2")
         name = self.string(data, "", "name", self.root.name)
@@ -660,7 +691,39 @@ class _Validator:
             claims=claims,
             hardware=hardware,
             pins=dict(pins),
+            execution=self.execution(data.get("execution", {})),
         )
+
+    def execution(self, value: Any) -> Execution:
+        data = self.table_of(value, "execution")
+        self.keys(data, "execution", ("engine", "jobs", "retries", "address"))
+        engine = self.choice(data, "execution", "engine", ENGINES, "serial")
+        jobs = data.get("jobs", 1)
+        if jobs != "auto" and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+            raise self.error("execution.jobs", f'expected a number >= 1 or "auto", got {jobs!r}')
+        retries = data.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+            raise self.error("execution.retries", f"expected 0 to 10, got {retries!r}")
+        address = self.string(data, "execution", "address", None)
+        if address is not None and engine != "ray":
+            raise self.error("execution.address", 'a cluster address needs engine = "ray"')
+        return Execution(engine=engine, jobs=jobs, retries=retries, address=address)
+
+    def scale_out(self, data: dict[str, Any], key: str) -> tuple[int, dict[str, float]]:
+        """A runner's ``threads`` and ``resources`` (format 8)."""
+        for name in ("threads", "resources"):
+            if name in data and self.version < 8:
+                raise self.error(f"{key}.{name}", "needs format_version = 8")
+        threads = data.get("threads", 1)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise self.error(f"{key}.threads", f"expected a whole number >= 1, got {threads!r}")
+        resources = {}
+        for name, amount in self.table_of(data.get("resources", {}), f"{key}.resources").items():
+            amount = self.number(amount, f"{key}.resources.{name}")
+            if amount < 0:
+                raise self.error(f"{key}.resources.{name}", "expected an amount >= 0")
+            resources[name] = amount
+        return threads, resources
 
     def waived(self, value: Any, outputs: tuple[str, ...]) -> dict[str, str]:
         table = self.table_of(value, "waived")
@@ -883,6 +946,8 @@ class _Validator:
                 "pins",
                 "seed",
                 "paths",
+                "threads",
+                "resources",
             ),
             required=("role",),
         )
@@ -965,6 +1030,7 @@ class _Validator:
             raise self.error(f"{key}.seed", f"expected an integer, got {_kind(seed)}")
         options = dict(self.table_of(data.get("options", {}), f"{key}.options"))
         options.update(self.option_paths(data, key, options))
+        threads, resources = self.scale_out(data, key)
         return Runner(
             name=name,
             role=role,
@@ -985,6 +1051,8 @@ class _Validator:
             cast=cast,
             pins=pins,
             seed=seed,
+            threads=threads,
+            resources=resources,
         )
 
     def output_map(self, key: str, name: str, value: Any, outputs: tuple[str, ...]) -> OutputMap:

@@ -19,6 +19,22 @@ __all__ = ["record_command", "verify_command", "gate_command"]
 _SPEC = click.argument(
     "spec_path", metavar="SPEC", required=False, default=".", type=click.Path(path_type=Path)
 )
+_JOBS = click.option(
+    "--jobs",
+    "-j",
+    metavar="N|auto",
+    default=None,
+    help="Run the units on N worker processes (auto: the cores / the runners' threads); "
+    "default: the spec's [execution], else serially.",
+)
+_RAY = click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Run the units on a Ray cluster (host:port or ray://...; 'local' starts one here). "
+    "Needs pip install paritygate[ray].",
+)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -52,6 +68,8 @@ def _progress(label: str) -> Iterator[Any]:
 
 @click.command("record")
 @_SPEC
+@_JOBS
+@_RAY
 @click.option("--dry-run", is_flag=True, help="Run the reference and show the diff; write nothing.")
 @click.option(
     "--yes",
@@ -59,16 +77,20 @@ def _progress(label: str) -> Iterator[Any]:
     is_flag=True,
     help="Replace a previous reference without asking (asked only on a terminal).",
 )
-def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
+def record_command(
+    spec_path: Path, jobs: str | None, ray_address: str | None, dry_run: bool, yes: bool
+) -> int:
     """Run the reference on every case and record its outputs with provenance.
 
     Outputs are written as safetensors with a manifest holding the sha256 of every file; the
     write is atomic. Before a previous reference is replaced, the diff against it is shown.
     """
+    from ..execution import plan
     from ..references import record
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
+    execution = plan(spec, jobs=jobs, ray=ray_address)
     console = _console()
 
     def confirm(diff: list[str]) -> bool:
@@ -78,7 +100,13 @@ def record_command(spec_path: Path, dry_run: bool, yes: bool) -> int:
         return True
 
     with _progress("record") as update:
-        result = record(spec, dry_run=dry_run, progress=update, before_replace=confirm)
+        result = record(
+            spec,
+            dry_run=dry_run,
+            progress=update,
+            before_replace=confirm,
+            execution=execution,
+        )
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if dry_run:
@@ -141,6 +169,8 @@ def _show_drift(console: Any, lines: list[str]) -> None:
 
 @click.command("gate")
 @_SPEC
+@_JOBS
+@_RAY
 @click.option(
     "--claim", "claims", multiple=True, metavar="ID", help="Evaluate only this claim (repeatable)."
 )
@@ -169,6 +199,8 @@ def _show_drift(console: Any, lines: list[str]) -> None:
 )
 def gate_command(
     spec_path: Path,
+    jobs: str | None,
+    ray_address: str | None,
     claims: tuple[str, ...],
     cases: tuple[str, ...],
     hardware: str | None,
@@ -182,11 +214,13 @@ def gate_command(
     failed or no claim was evaluated; 3 on drift; 4 when every claim holds for another hardware
     class than this machine's (it cannot run here).
     """
+    from ..execution import plan
     from ..gate import run_gate
     from ..reports import write_all
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
+    execution = plan(spec, jobs=jobs, ray=ray_address)
     with _progress("gate") as update:
         result = run_gate(
             spec,
@@ -195,6 +229,7 @@ def gate_command(
             hardware=hardware,
             progress=update,
             stop_at_first_violation=exitfirst,
+            execution=execution,
         )
     data = result.to_dict()
     paths = write_all(data, out_dir if out_dir is not None else spec.reports)

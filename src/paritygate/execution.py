@@ -1,0 +1,888 @@
+"""Execution: the one layer that schedules units of work (a runner on a case) on an executor.
+
+``record`` and ``gate`` hand their units to :func:`execute`, which runs them on one of three
+engines and hands back one :class:`Outcome` per unit (outputs, or the run failure with its
+reason). The caller then reads the outcomes in the serial order (runner by runner, case by
+case) and computes every verdict itself, so the answer does not depend on the engine
+(docs/scale-out.md lists the fields of a result that do: timings, worker ids).
+
+- ``serial`` (the default; today's behaviour, kept for debugging): in this process, one runner
+  activated at a time, its cases in order.
+- ``pool`` (``--jobs N``, ``--jobs auto``): :class:`paritygate.workers.Worker` processes (fresh
+  interpreters, JSON over pipes, no pickle). A worker activates a runner once and keeps it across
+  the cases it is handed (a model loads once per worker) and writes each unit's outputs to a
+  scratch file with :func:`paritygate.files.save_outputs`; the parent reads them back with
+  :func:`paritygate.files.load_outputs`. BLAS and OpenMP run the runner's declared ``threads``
+  per worker, and ``auto`` runs cores / threads workers, so nothing is oversubscribed.
+- ``ray`` (``--ray ADDRESS`` or ``[execution] engine = "ray"``; ``pip install paritygate[ray]``):
+  one Ray actor per activated runner and slot, asking for the runner's ``resources``; outputs
+  travel as safetensors bytes through Ray's object store and are parsed, never unpickled, here.
+
+Faults: a worker that dies (kill -9, out of memory) makes its unit a run failure naming the
+worker and its exit; with ``[execution] retries = N`` the unit runs again on a fresh worker up
+to N times. A unit past its runner's ``timeout`` is cancelled: its worker is killed. Nothing is
+dropped: every unit ends with outputs or a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import RunFailure, UserError
+from .spec import ENGINES, Execution, Spec
+
+__all__ = [
+    "Plan",
+    "Outcome",
+    "Executed",
+    "plan",
+    "parse_jobs",
+    "execute",
+    "THREAD_VARIABLES",
+    "RUN_SPECIFIC_FIELDS",
+]
+
+# The fields of a gate result's JSON that depend on how and when the run was executed; every
+# other field is the same serially, on a pool and on Ray (docs/scale-out.md, tested).
+RUN_SPECIFIC_FIELDS = (
+    "started",
+    "finished",
+    "provenance.date",
+    "provenance.seconds",
+    "provenance.execution",
+)
+
+# The variables that size BLAS / OpenMP thread pools, set in every pool worker.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+# Seconds a pool or Ray unit may outlast its runner's timeout before its worker is killed (the
+# runner's own watchdog, inside the worker, fires first).
+TIMEOUT_GRACE = 5.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The engine a run uses, resolved from the spec's ``[execution]`` and the command line."""
+
+    engine: str = "serial"
+    jobs: int | str = 1
+    retries: int = 0
+    address: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.engine, "jobs": self.jobs, "retries": self.retries}
+
+
+def parse_jobs(value: Any) -> int | str:
+    """``--jobs``: a whole number >= 1 or ``auto``; anything else is one UserError line."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise UserError(f'--jobs expects a number of workers >= 1 or "auto", got {value!r}')
+
+
+def plan(
+    spec: Spec | None = None,
+    *,
+    jobs: Any = None,
+    ray: str | None = None,
+    engine: str | None = None,
+    retries: int | None = None,
+) -> Plan:
+    """The run's plan: the spec's ``[execution]``, overridden by the command line (``--jobs``
+    selects the pool, ``--ray ADDRESS`` Ray; ``--ray local`` starts a local cluster)."""
+    base = spec.execution if spec is not None else Execution()
+    chosen = engine or base.engine
+    if chosen not in ENGINES:
+        raise UserError(f"unknown engine {chosen!r}; expected one of: {', '.join(ENGINES)}")
+    count: int | str = base.jobs
+    address = base.address
+    if jobs is not None:
+        count = parse_jobs(jobs)
+        if engine is None and ray is None:
+            chosen = "serial" if count == 1 else "pool"
+    if ray is not None:
+        if not str(ray).strip():
+            raise UserError("--ray expects a cluster address (host:port, ray://..., or local)")
+        chosen = "ray"
+        address = None if ray == "local" else ray
+    if chosen == "pool" and count == 1 and jobs is None and base.engine == "pool":
+        count = "auto"
+    return Plan(
+        engine=chosen,
+        jobs=count,
+        retries=base.retries if retries is None else retries,
+        address=address,
+    )
+
+
+def auto_jobs(spec: Spec, names: list[str]) -> int:
+    """``--jobs auto``: the cores this process may use divided by the most threads one of the
+    runners declares (at least 1)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        cores = os.cpu_count() or 1
+    threads = max([spec.runners[n].threads for n in names] or [1])
+    return max(1, cores // threads)
+
+
+@dataclass
+class Outcome:
+    """What became of one unit: its outputs, seconds and stderr, or its failure."""
+
+    runner: str
+    case: str
+    outputs: dict[str, Any] | None = None
+    seconds: float = 0.0
+    stderr: str = ""
+    failure: RunFailure | None = None
+    worker: str = "main"  # which process ran it (run-specific)
+    attempts: int = 1
+
+
+@dataclass
+class Executed:
+    """Every unit's outcome; runners that could not be activated; whether ``stop`` ended the
+    run early (units it did not run have no outcome)."""
+
+    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    activation: dict[str, RunFailure] = field(default_factory=dict)
+    stopped: bool = False
+    workers: list[str] = field(default_factory=list)
+
+    def summary(self, chosen: Plan) -> dict[str, Any]:
+        """The run-specific record of how the run was executed (provenance.execution)."""
+        retried = sorted(f"{o.runner}/{o.case}" for o in self.outcomes.values() if o.attempts > 1)
+        return {**chosen.describe(), "workers": len(self.workers), "retried": retried}
+
+
+# progress(stage, done, total), as the gate's
+Progress = Callable[[str, int, int], None]
+# stop(runner, case, outputs) -> True to stop running (gate -x); outputs None: the unit failed
+Stop = Callable[[str, str, Any], bool]
+
+
+def execute(
+    spec: Spec,
+    names: list[str],
+    cases: list[str],
+    chosen: Plan | None = None,
+    *,
+    progress: Progress | None = None,
+    stop: Stop | None = None,
+    stop_on_failure: bool = False,
+) -> Executed:
+    """Run every runner in ``names`` on every case in ``cases`` on the plan's engine.
+
+    ``stop(runner, case, outputs)`` returning True, or with ``stop_on_failure`` a unit that
+    failed, ends the run early as a serial run would: outcomes past the first such unit in serial
+    order are dropped (``record`` stops at the reference's first failure)."""
+    given = stop
+
+    def judged(runner: str, case: str, outputs: dict[str, Any] | None) -> bool:
+        if outputs is None:  # the unit failed
+            return stop_on_failure
+        return given is not None and given(runner, case, outputs)
+
+    stop = judged if given is not None or stop_on_failure else None
+
+    chosen = chosen or Plan()
+    units = [(n, c) for n in names for c in cases]
+    if chosen.engine == "serial" or not units:
+        done = _serial(spec, names, cases, progress, stop)
+    elif chosen.engine == "pool":
+        jobs = chosen.jobs if isinstance(chosen.jobs, int) else auto_jobs(spec, names)
+        done = _Pool(spec, names, min(jobs, len(units)), chosen.retries).run(units, progress, stop)
+    else:
+        done = run_on_ray(spec, names, units, chosen, progress, stop)
+    if progress:
+        progress("done", len(units), len(units))
+    return done
+
+
+# --------------------------------------------------------------------------------------------
+# Serial: this process
+
+
+def _serial(
+    spec: Spec, names: list[str], cases: list[str], progress: Progress | None, stop: Stop | None
+) -> Executed:
+    from .runners import make_runner
+
+    executed = Executed(workers=["main"])
+    total, done = len(names) * len(cases), 0
+    for name in names:
+        active = make_runner(spec.runners[name], spec)
+        try:
+            active.activate()
+        except RunFailure as exc:
+            executed.activation[name] = exc
+            done += len(cases)
+            if progress:
+                progress(f"{name}: failed to start", done, total)
+            continue
+        try:
+            for case in cases:
+                if progress:
+                    progress(f"{name}: {case}", done, total)
+                try:
+                    run = active.run(spec.cases[case])
+                except RunFailure as exc:
+                    executed.outcomes[(name, case)] = Outcome(name, case, failure=exc)
+                    if stop is not None and stop(name, case, None):
+                        executed.stopped = True
+                        return executed
+                else:
+                    executed.outcomes[(name, case)] = Outcome(
+                        name, case, run.outputs, run.seconds, run.stderr
+                    )
+                    if stop is not None and stop(name, case, run.outputs):
+                        executed.stopped = True
+                        return executed
+                done += 1
+        finally:
+            active.deactivate()
+    return executed
+
+
+# --------------------------------------------------------------------------------------------
+# The worker side (runs inside a pool worker or a Ray actor)
+
+
+def failure_to_json(exc: RunFailure) -> dict[str, Any]:
+    return {
+        "runner": exc.runner,
+        "case": exc.case,
+        "kind": exc.kind,
+        "message": exc.message,
+        "stderr": exc.stderr,
+        "suggested_pass": exc.suggested_pass,
+        "site": exc.site,
+    }
+
+
+def failure_from_json(data: dict[str, Any]) -> RunFailure:
+    return RunFailure(
+        data["runner"],
+        data.get("case"),
+        data["kind"],
+        data["message"],
+        data.get("stderr", ""),
+        suggested_pass=data.get("suggested_pass"),
+        site=data.get("site"),
+    )
+
+
+class _Activated:
+    """A worker's one active runner, kept across the units it is handed; handing it a unit of
+    another runner (or another spec) deactivates it first."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, str, str] | None = None
+        self.spec: Spec | None = None
+        self.active: Any = None
+
+    def get(self, spec_path: str, spec_text: str, runner: str) -> Any:
+        from .runners import make_runner
+        from .spec import spec_from_text
+
+        key = (spec_path, spec_text, runner)
+        if self.key == key:
+            return self.active
+        self.close()
+        self.spec = spec_from_text(spec_text, spec_path)
+        active = make_runner(self.spec.runners[runner], self.spec)
+        active.activate()  # a RunFailure goes to the caller; nothing is kept
+        self.key, self.active = key, active
+        return active
+
+    def close(self) -> None:
+        if self.active is not None:
+            active, self.active, self.key = self.active, None, None
+            try:
+                active.deactivate()
+            except Exception:  # a failing close() must not take the next unit down
+                pass
+
+
+def run_unit(spec_path: str, spec_text: str, runner: str, case: str) -> dict[str, Any]:
+    """One unit in this (worker) process, its runner kept active for the next: the outputs
+    (numpy arrays under ``"outputs"``: the caller turns them into a file or bytes), seconds and
+    stderr, or the failure (``"activation"`` when the runner could not start), as JSON."""
+    from .workers import state
+
+    activated = state.setdefault("execution.activated", _Activated())
+    try:
+        active = activated.get(spec_path, spec_text, runner)
+    except RunFailure as exc:
+        return {"activation": failure_to_json(exc), "pid": os.getpid()}
+    assert activated.spec is not None
+    try:
+        run = active.run(activated.spec.cases[case])
+    except RunFailure as exc:
+        return {"failure": failure_to_json(exc), "pid": os.getpid()}
+    return {
+        "outputs": run.outputs,
+        "seconds": run.seconds,
+        "stderr": run.stderr,
+        "pid": os.getpid(),
+    }
+
+
+def pool_unit(spec_path: str, spec_text: str, runner: str, case: str, scratch: str) -> Any:
+    """A pool worker's unit: :func:`run_unit`, the outputs written to a file in ``scratch``
+    (JSON carries the path, never the arrays)."""
+    answer = run_unit(spec_path, spec_text, runner, case)
+    if "outputs" in answer:
+        outputs = answer.pop("outputs")
+        answer["names"] = list(outputs)  # the runner's order, kept
+        answer["path"] = str(_save(Path(scratch), outputs))
+    return answer
+
+
+def _save(folder: Path, outputs: dict[str, Any]) -> Path:
+    """Outputs into a fresh file of ``folder``: safetensors, or npz for a dtype safetensors
+    cannot hold."""
+    from .errors import InputError
+    from .files import save_outputs
+
+    stem = folder / uuid.uuid4().hex
+    try:
+        return save_outputs(stem.with_suffix(".safetensors"), outputs)
+    except InputError:
+        return save_outputs(stem.with_suffix(".npz"), outputs)
+
+
+def deactivate_unit() -> None:
+    """Deactivate the worker's runner (the end of a run)."""
+    from .workers import state
+
+    activated = state.pop("execution.activated", None)
+    if activated is not None:
+        activated.close()
+
+
+def in_order(tree: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """A unit's outputs read back (nested by the file formats) flat again, in the runner's
+    order."""
+    from .outputs import flatten_outputs
+
+    flat = flatten_outputs(tree)
+    if set(flat) != set(names):  # pragma: no cover - the writer and reader disagree
+        raise UserError(f"outputs read back as {sorted(flat)}, written as {sorted(names)}")
+    return {name: flat[name] for name in names}
+
+
+def _read(path: str, names: list[str]) -> dict[str, Any]:
+    from .files import load_outputs
+
+    try:
+        return in_order(load_outputs(path), names)
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def answer_to_outcome(
+    runner: str, case: str, answer: dict[str, Any], outputs: dict[str, Any] | None, worker: str
+) -> Outcome:
+    """A worker's JSON answer (outputs already read back) as an :class:`Outcome`."""
+    if "failure" in answer:
+        return Outcome(runner, case, failure=failure_from_json(answer["failure"]), worker=worker)
+    return Outcome(
+        runner, case, outputs, float(answer["seconds"]), answer.get("stderr", ""), worker=worker
+    )
+
+
+def died(runner: str, case: str, worker: str, why: str, attempts: int) -> RunFailure:
+    """The failure of a unit whose worker died (or was killed at the timeout)."""
+    tried = f" (tried {attempts} times)" if attempts > 1 else ""
+    return RunFailure(runner, case, "crash", f"{worker} died while running it: {why}{tried}")
+
+
+def timed_out(runner: str, case: str, timeout: float, worker: str) -> RunFailure:
+    return RunFailure(
+        runner,
+        case,
+        "timeout",
+        f"no result within {timeout:g} s ({worker} running it was killed)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The pool: paritygate.workers processes
+
+
+class _Pool:
+    def __init__(self, spec: Spec, names: list[str], size: int, retries: int):
+        self.spec = spec
+        self.size = max(1, size)
+        self.retries = retries
+        self.spec_path = str(spec.path)
+        try:
+            self.spec_text = spec.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(
+                f"a worker pool reads the spec from its file: {exc.strerror or exc}",
+                where=str(spec.path),
+            ) from None
+        threads = max([spec.runners[n].threads for n in names] or [1])
+        self.env = {name: str(threads) for name in THREAD_VARIABLES}
+        self.lock = threading.Lock()
+        self.pending: list[tuple[str, str, int]] = []  # (runner, case, attempt)
+        self.failed: set[str] = set()  # runners that could not be activated
+        self.results: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.halt = threading.Event()
+        self.workers: list[Any] = []
+        self.pids: list[str] = []
+
+    def _start(self) -> Any:
+        from .workers import Worker
+
+        worker = Worker(env=self.env)
+        with self.lock:
+            self.workers.append(worker)
+            self.pids.append(f"worker {worker.pid}")
+        return worker
+
+    def _next(self, last: str | None) -> tuple[str, str, int] | None:
+        """The next unit, one of ``last``'s runner first (its worker keeps it active)."""
+        with self.lock:
+            if self.halt.is_set():
+                return None
+            for i, unit in enumerate(self.pending):
+                if unit[0] == last:
+                    return self.pending.pop(i)
+            return self.pending.pop(0) if self.pending else None
+
+    def _serve(self, scratch: str) -> None:
+        from .workers import WorkerError
+
+        worker = None
+        last = None
+        try:
+            while (unit := self._next(last)) is not None:
+                runner, case, attempt = unit
+                if runner in self.failed:
+                    self.results.put(("skip", unit, None))
+                    continue
+                if worker is None:
+                    worker = self._start()
+                name = f"worker {worker.pid}"
+                timeout = self.spec.runners[runner].timeout
+                timer = None
+                expired = threading.Event()
+                if timeout is not None:
+
+                    def kill(w: Any = worker, expired: Any = expired) -> None:
+                        expired.set()
+                        w.kill()
+
+                    timer = threading.Timer(timeout + TIMEOUT_GRACE, kill)
+                    timer.daemon = True
+                    timer.start()
+                try:
+                    answer = worker.call(
+                        "paritygate.execution:pool_unit",
+                        self.spec_path,
+                        self.spec_text,
+                        runner,
+                        case,
+                        scratch,
+                    )
+                except WorkerError as exc:
+                    if timer is not None:
+                        timer.cancel()
+                    code = worker.process.poll()
+                    worker.kill()
+                    worker, last = None, None
+                    if expired.is_set():
+                        failure = timed_out(runner, case, timeout or 0, name)
+                        self.results.put(("done", unit, Outcome(runner, case, failure=failure)))
+                        continue
+                    if code is None:  # the worker is alive: the call itself failed
+                        why = exc.message
+                    else:
+                        why = f"exit {code}" + (f" (signal {-code})" if code < 0 else "")
+                    if attempt <= self.retries:
+                        with self.lock:
+                            self.pending.insert(0, (runner, case, attempt + 1))
+                        self.results.put(("retry", unit, why))
+                        continue
+                    failure = died(runner, case, name, why, attempt)
+                    self.results.put(("done", unit, Outcome(runner, case, failure=failure)))
+                    continue
+                if timer is not None:
+                    timer.cancel()
+                last = runner
+                if "activation" in answer:
+                    self.failed.add(runner)
+                    self.results.put(("activation", unit, failure_from_json(answer["activation"])))
+                    continue
+                outputs = _read(answer["path"], answer["names"]) if "path" in answer else None
+                outcome = answer_to_outcome(runner, case, answer, outputs, name)
+                outcome.attempts = attempt
+                if outcome.failure is not None and outcome.failure.kind == "timeout":
+                    # the stray call still runs inside that worker: end it, start afresh
+                    worker.kill()
+                    worker, last = None, None
+                self.results.put(("done", unit, outcome))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self.results.put(("error", None, exc))
+        finally:
+            if worker is not None:
+                try:
+                    worker.call("paritygate.execution:deactivate_unit")
+                except Exception:
+                    pass
+                worker.close()
+
+    def run(
+        self, units: list[tuple[str, str]], progress: Progress | None, stop: Stop | None
+    ) -> Executed:
+        executed = Executed()
+        flagged: set[tuple[str, str]] = set()  # units ``stop`` flagged
+        self.pending = [(r, c, 1) for r, c in units]
+        total = len(units)
+        scratch = tempfile.mkdtemp(prefix="paritygate-units-")
+        threads = [
+            threading.Thread(target=self._serve, args=(scratch,), daemon=True)
+            for _ in range(self.size)
+        ]
+        done = 0
+        try:
+            for thread in threads:
+                thread.start()
+            while any(t.is_alive() for t in threads) or not self.results.empty():
+                try:
+                    kind, unit, value = self.results.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if kind == "error":
+                    raise value
+                runner, case, _ = unit
+                if kind == "retry":
+                    if progress:
+                        progress(f"{runner}: {case} (worker died: {value}; retrying)", done, total)
+                    continue
+                done += 1
+                if kind == "activation":
+                    executed.activation.setdefault(runner, value)
+                elif kind == "done":
+                    executed.outcomes[(runner, case)] = value
+                    if stop is not None and (
+                        stop(runner, case, None)
+                        if value.failure is not None
+                        else stop(runner, case, value.outputs or {})
+                    ):
+                        flagged.add((runner, case))
+                        self.halt.set()
+                if progress:
+                    progress(f"{runner}: {case}", done, total)
+        except BaseException:
+            self.halt.set()
+            for worker in list(self.workers):
+                worker.kill()
+            raise
+        finally:
+            for thread in threads:
+                thread.join(timeout=30)
+            shutil.rmtree(scratch, ignore_errors=True)
+        # runners that failed to start: their other units carry nothing
+        for key in [k for k in executed.outcomes if k[0] in executed.activation]:
+            del executed.outcomes[key]
+        if flagged:  # as a serial run: stopped at the first flagged unit in serial order
+            first = min(units.index(u) for u in flagged)
+            for unit in units[first + 1 :]:
+                executed.outcomes.pop(unit, None)
+            executed.stopped = True
+        executed.workers = list(self.pids)
+        return executed
+
+
+# --------------------------------------------------------------------------------------------
+# Ray (imported only when a run asks for it)
+#
+# Runner by runner, a few actors (one per slot) each activate the runner once and run the cases
+# handed to them, one at a time, as the pool's workers do (run_unit). An actor asks Ray for the
+# runner's ``resources`` (``num_cpus`` defaults to its ``threads``), so a candidate that names a
+# hardware class as a custom resource runs only on nodes offering it. Outputs come back as
+# safetensors (or npz) bytes through Ray's object store and are read by
+# paritygate.files.load_outputs: Ray pickles its own messages between the project's processes,
+# but nothing read from users or stored on disk is unpickled.
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError(
+            "the Ray engine needs Ray, which is not installed: pip install 'paritygate[ray]'"
+        ) from None
+    return ray
+
+
+class UnitActor:
+    """A Ray actor: one activated runner, kept across the cases it runs."""
+
+    def run(self, spec_path: str, spec_text: str, runner: str, case: str) -> dict[str, Any]:
+        answer = run_unit(spec_path, spec_text, runner, case)
+        if "outputs" in answer:
+            outputs = answer.pop("outputs")
+            answer["names"] = list(outputs)
+            with tempfile.TemporaryDirectory(prefix="paritygate-unit-") as scratch:
+                path = _save(Path(scratch), outputs)
+                answer["format"] = path.suffix
+                answer["payload"] = path.read_bytes()
+        return answer
+
+    def close(self) -> None:
+        deactivate_unit()
+
+
+def _read_bytes(answer: dict[str, Any]) -> dict[str, Any]:
+    """Outputs from an actor's bytes, through the one reader of output files."""
+    from .files import load_outputs
+
+    with tempfile.TemporaryDirectory(prefix="paritygate-unit-") as scratch:
+        path = Path(scratch) / f"outputs{answer['format']}"
+        path.write_bytes(answer["payload"])
+        return in_order(load_outputs(path), answer["names"])
+
+
+def _ray_options(spec: Spec, runner: str) -> dict[str, Any]:
+    """What the runner's actors ask Ray for, and the environment they start with."""
+    declared = spec.runners[runner]
+    resources = dict(declared.resources)
+    options: dict[str, Any] = {"num_cpus": resources.pop("num_cpus", float(declared.threads))}
+    if "num_gpus" in resources:
+        options["num_gpus"] = resources.pop("num_gpus")
+    if "memory" in resources:
+        options["memory"] = int(resources.pop("memory"))
+    if resources:
+        options["resources"] = resources
+    env = {name: str(declared.threads) for name in THREAD_VARIABLES}
+    paths = [p or os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    options["runtime_env"] = {"env_vars": env}
+    options["max_restarts"] = 0
+    return options
+
+
+def _ray_wanted(spec: Spec, runner: str) -> dict[str, float]:
+    """What one actor of the runner takes from the cluster, by Ray's resource names."""
+    options = _ray_options(spec, runner)
+    wanted = {"CPU": float(options["num_cpus"])}
+    if options.get("num_gpus"):
+        wanted["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        wanted["memory"] = float(options["memory"])
+    wanted.update(options.get("resources", {}))
+    return {k: v for k, v in wanted.items() if v > 0}
+
+
+def _ray_slots(ray: Any, spec: Spec, runner: str, chosen: Plan, cases: int) -> int:
+    """How many actors run a runner at once: as many as the cluster's resources hold at what
+    one asks for (every one of them can be placed), at most ``jobs`` when it is a number, and
+    0 when no node offers what it asks for."""
+    total = ray.cluster_resources()
+    fits = [
+        int(total.get(name, 0.0) // amount) for name, amount in _ray_wanted(spec, runner).items()
+    ]
+    slots = min(fits) if fits else cases
+    if isinstance(chosen.jobs, int) and chosen.jobs > 1:
+        slots = min(slots, chosen.jobs)
+    return max(0, min(slots, cases))
+
+
+def run_on_ray(
+    spec: Spec,
+    names: list[str],
+    units: list[tuple[str, str]],
+    chosen: Plan,
+    progress: Progress | None,
+    stop: Stop | None,
+) -> Executed:
+    ray = _ray()
+    started_here = False
+    if not ray.is_initialized():
+        try:
+            ray.init(
+                address=chosen.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="ERROR",
+            )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = chosen.address or "a local cluster"
+            raise UserError(f"cannot reach the Ray cluster {where}: {exc}") from None
+        started_here = True
+    try:
+        spec_text = spec.path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(
+            f"Ray workers read the spec from its file: {exc.strerror or exc}", where=str(spec.path)
+        ) from None
+    try:
+        return _RayRun(ray, spec, spec_text, chosen, progress, stop).all(names, units)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+class _RayRun:
+    def __init__(
+        self,
+        ray: Any,
+        spec: Spec,
+        spec_text: str,
+        chosen: Plan,
+        progress: Progress | None,
+        stop: Stop | None,
+    ):
+        self.ray = ray
+        self.spec = spec
+        self.spec_text = spec_text
+        self.chosen = chosen
+        self.progress = progress
+        self.stop = stop
+        self.actor_class = ray.remote(UnitActor)
+        self.executed = Executed()
+        self.done = 0
+        self.total = 0
+        self.flagged: list[tuple[str, str]] = []
+
+    def _actor(self, runner: str) -> Any:
+        actor = self.actor_class.options(**_ray_options(self.spec, runner)).remote()
+        self.executed.workers.append(f"ray actor {actor._actor_id.hex()[:12]}")
+        return actor
+
+    def all(self, names: list[str], units: list[tuple[str, str]]) -> Executed:
+        self.total = len(units)
+        for name in names:
+            cases = [c for r, c in units if r == name]
+            if cases and not self.flagged:
+                self.runner(name, cases)
+        if self.flagged:  # as a serial run: stopped at the first flagged unit in serial order
+            first = min(units.index(u) for u in self.flagged)
+            for unit in units[first + 1 :]:
+                self.executed.outcomes.pop(unit, None)
+            self.executed.stopped = True
+        return self.executed
+
+    def _judge(self, runner: str, case: str) -> None:
+        """Whether the unit's outcome stops the run (``stop``), then progress."""
+        outcome = self.executed.outcomes[(runner, case)]
+        outputs = None if outcome.failure is not None else (outcome.outputs or {})
+        if self.stop is not None and self.stop(runner, case, outputs):
+            self.flagged.append((runner, case))
+        self._report(runner, case)
+
+    def _report(self, runner: str, case: str) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(f"{runner}: {case}", self.done, self.total)
+
+    def runner(self, name: str, cases: list[str]) -> None:
+        ray = self.ray
+        timeout = self.spec.runners[name].timeout
+        pending = deque((case, 1) for case in cases)
+        slots = _ray_slots(ray, self.spec, name, self.chosen, len(cases))
+        if slots == 0:
+            asked = ", ".join(f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name).items())
+            self.executed.activation[name] = RunFailure(
+                name,
+                None,
+                "import",
+                f"the Ray cluster cannot place it: it asks for {asked}; the cluster offers "
+                + ", ".join(f"{k} {v:g}" for k, v in sorted(ray.cluster_resources().items())),
+            )
+            self.done += len(cases)
+            return
+        idle = [self._actor(name) for _ in range(slots)]
+        inflight: dict[Any, tuple[Any, str, int, float]] = {}
+        try:
+            while pending or inflight:
+                while idle and pending and not self.flagged:
+                    actor = idle.pop()
+                    case, attempt = pending.popleft()
+                    ref = actor.run.remote(str(self.spec.path), self.spec_text, name, case)
+                    inflight[ref] = (actor, case, attempt, time.monotonic())
+                if not inflight:
+                    break
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.25)
+                now = time.monotonic()
+                if timeout is not None:
+                    for ref, (actor, case, _attempt, began) in list(inflight.items()):
+                        if ref in ready or now - began < timeout + TIMEOUT_GRACE:
+                            continue
+                        del inflight[ref]
+                        ray.kill(actor, no_restart=True)
+                        worker = f"ray actor {actor._actor_id.hex()[:12]}"
+                        failure = timed_out(name, case, timeout, worker)
+                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+                        self._judge(name, case)
+                        idle.append(self._actor(name))
+                for ref in ready:
+                    actor, case, attempt, _ = inflight.pop(ref)
+                    worker = f"ray actor {actor._actor_id.hex()[:12]}"
+                    try:
+                        answer = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        why = f"the Ray actor died ({type(exc).__name__})"
+                        idle.append(self._actor(name))
+                        if attempt <= self.chosen.retries:
+                            pending.appendleft((case, attempt + 1))
+                            continue
+                        failure = died(name, case, worker, why, attempt)
+                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+                        self._judge(name, case)
+                        continue
+                    if "activation" in answer:
+                        self.executed.activation[name] = failure_from_json(answer["activation"])
+                        pending.clear()
+                        self.done += len(cases) - 1
+                        self._report(name, case)
+                        continue
+                    outputs = _read_bytes(answer) if "payload" in answer else None
+                    outcome = answer_to_outcome(name, case, answer, outputs, worker)
+                    outcome.attempts = attempt
+                    self.executed.outcomes[(name, case)] = outcome
+                    if outcome.failure is not None and outcome.failure.kind == "timeout":
+                        ray.kill(actor, no_restart=True)  # the stray call still runs there
+                        idle.append(self._actor(name))
+                    else:
+                        idle.append(actor)
+                    self._judge(name, case)
+        finally:
+            for actor in idle:  # deactivate the runner (a model's close()), then end the actor
+                try:
+                    ray.get(actor.close.remote(), timeout=30)
+                except Exception:
+                    pass
+            for actor in idle + [entry[0] for entry in inflight.values()]:
+                ray.kill(actor, no_restart=True)
+        if name in self.executed.activation:
+            for key in [k for k in self.executed.outcomes if k[0] == name]:
+                del self.executed.outcomes[key]
