@@ -14,8 +14,11 @@ $(VENV)/.demo-installed: pyproject.toml | $(PY)
 	$(PIP) install -e ".[demo]"
 	touch $@
 
+# mlx-vlm without its dependencies: its wheel requires audio, server and OpenCV packages that
+# examples/vlm_port never imports (pyproject.toml's vlm extra lists what it does import).
 $(VENV)/.test-installed: pyproject.toml | $(PY)
 	$(PIP) install -e ".[test,demo]"
+	$(PIP) install --no-deps "mlx-vlm==0.7.10"
 	touch $@
 
 # The main job: the Silero VAD port (examples/silero_vad_mlx) gated in stored mode against the
