@@ -98,7 +98,10 @@ def faulty(case):
     fault = faults.get(case.name)
     if fault == "kill-once":
         faults[case.name] = None
-        plan.write_text(__import__("json").dumps(faults))
+        # atomically: a worker running another case may read the plan at this moment
+        staged = plan.with_name(f"faults-{os.getpid()}.tmp")
+        staged.write_text(__import__("json").dumps(faults))
+        os.replace(staged, plan)
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
