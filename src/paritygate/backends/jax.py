@@ -11,15 +11,15 @@ arrays. XLA fuses it on the CPU (248 MiB of temporaries for 2 x 4 GiB) but did n
 k candidates of largest excess are ranked only inside the k blocks of largest block maximum
 (found the same way, in levels).
 
-A Pallas kernel (``PARITYGATE_JAX_KERNEL=pallas``, refused while ``COMPILED_AGREES`` is False:
-compiled on an H200 its mismatch counts were off by a few) compares two JAX arrays of bfloat16 /
-float16 / float32 (:mod:`paritygate.backends._pallas`): one pass over both
-arrays writes one row of the same per-block partials per block of ``_pallas.BLOCK`` elements
-(float32 arithmetic; flagged blocks computed again in float64 by :func:`_block_partials`), reduced
-by the same reduction as the XLA path. ``chunked`` (the default:
-``DEFAULT_GPU_KERNEL``) keeps the XLA path; ``pallas-interpret`` runs the kernel in Pallas's
-interpreter on any device (slow: tests). Other pairs (integers, bool, a numpy side, fewer elements
-than one block) take the XLA path whatever the setting; the CPU takes it under ``auto``.
+On a GPU, two JAX arrays of bfloat16 / float16 / float32 are compared by a Pallas kernel
+(:mod:`paritygate.backends._pallas`, the default there): one pass over both arrays writes one row
+of the same per-block partials per block of ``_pallas.BLOCK`` elements (float32 arithmetic;
+flagged blocks computed again in float64 by :func:`_block_partials`), reduced by the same
+reduction as the XLA path; 3.9x one read of both arrays on an H100 where the XLA path took 16x
+(benchmarks/README.md). ``PARITYGATE_JAX_KERNEL=chunked`` forces the XLA path (a diagnosis:
+both must agree), ``pallas-interpret`` runs the kernel in Pallas's interpreter on any device
+(slow: tests). Other pairs (integers, bool, float64, a numpy side, fewer elements than one block)
+and every CPU pair take the XLA path.
 
 On the CPU the same function runs on chunks of ``CHUNK`` elements (cut inside the function with
 ``lax.dynamic_slice``, so queued chunks hold no copies), which keeps the re-reads of XLA's CPU
@@ -472,13 +472,10 @@ def _pallas_kernel(s: _Spec, size: int, interpret: bool) -> Any:
 
 
 KERNEL_ENV = "PARITYGATE_JAX_KERNEL"  # auto | chunked | pallas | pallas-interpret
-# What ``auto`` means on a GPU device (the CPU always takes the XLA path).
-DEFAULT_GPU_KERNEL = "chunked"
-# Whether the compiled kernel may run on a GPU. On an H200 (2026-12-02, benchmarks/README.md) its
-# mismatch counts differed from the host engine's by 1 to 11 in 2**24 elements: a count that can
-# be wrong is a gate that can pass wrongly, so ``pallas`` is refused on a GPU until the GPU test
-# (test_pallas_kernel_on_the_gpu_agrees_with_the_host) passes there.
-COMPILED_AGREES = False
+# ``auto``: the Pallas kernel on a GPU, the XLA path elsewhere. The compiled kernel decides every
+# element as the host engine does (2**24 + 77 elements with NaN, infinities and signed zeros, in
+# bfloat16, float16 and float32, both orders: H100, 2026-12-05; the test
+# test_pallas_kernel_on_the_gpu_agrees_with_the_host holds it to that on every GPU run).
 
 
 def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
@@ -491,9 +488,7 @@ def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
             f"{KERNEL_ENV} must be auto, chunked, pallas or pallas-interpret, got {choice!r}"
         )
     gpu = device.platform == "gpu"
-    if choice == "auto":
-        choice = DEFAULT_GPU_KERNEL if gpu else "chunked"
-    if choice == "chunked":
+    if choice == "chunked" or (choice == "auto" and not gpu):
         return None
     if choice == "pallas" and not gpu:
         raise InputError(
@@ -501,17 +496,11 @@ def _pallas_mode(device: Any, p: Any, both: bool) -> str | None:
             "pallas-interpret runs the kernel in Pallas's interpreter anywhere",
             where=p.path or None,
         )
-    if choice == "pallas" and not COMPILED_AGREES:
-        raise InputError(
-            f"{KERNEL_ENV}=pallas: the compiled Pallas kernel's mismatch counts disagree with the "
-            "host engine on a GPU, so it is not used there; chunked (the default) is exact",
-            where=p.path or None,
-        )
     from . import _pallas
 
     if not (both and _pallas.supports(p)):
         return None  # integers, bool, a numpy side, fewer elements than one block: XLA's path
-    return "compiled" if choice == "pallas" else "interpret"
+    return "interpret" if choice == "pallas-interpret" else "compiled"
 
 
 def _index(start: int) -> Any:
