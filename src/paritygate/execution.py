@@ -35,7 +35,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ __all__ = [
     "execute",
     "THREAD_VARIABLES",
     "RUN_SPECIFIC_FIELDS",
+    "Variant",
+    "mutated_runner",
+    "make_unit_runner",
 ]
 
 # The fields of a gate result's JSON that depend on how and when the run was executed; every
@@ -137,14 +141,14 @@ def plan(
     )
 
 
-def auto_jobs(spec: Spec, names: list[str]) -> int:
+def auto_jobs(spec: Spec, names: list[str], variants: dict[str, Variant] | None = None) -> int:
     """``--jobs auto``: the cores this process may use divided by the most threads one of the
     runners declares (at least 1)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS
         cores = os.cpu_count() or 1
-    threads = max([spec.runners[n].threads for n in names] or [1])
+    threads = max([declared(spec, n, variants).threads for n in names] or [1])
     return max(1, cores // threads)
 
 
@@ -160,6 +164,7 @@ class Outcome:
     failure: RunFailure | None = None
     worker: str = "main"  # which process ran it (run-specific)
     attempts: int = 1
+    modules: tuple[str, ...] = ()  # what its process had loaded (pool and Ray)
 
 
 @dataclass
@@ -171,11 +176,61 @@ class Executed:
     activation: dict[str, RunFailure] = field(default_factory=dict)
     stopped: bool = False
     workers: list[str] = field(default_factory=list)
+    # the top-level modules the units' processes loaded to run them (not to carry outputs)
+    modules: set[str] = field(default_factory=set)
 
     def summary(self, chosen: Plan) -> dict[str, Any]:
         """The run-specific record of how the run was executed (provenance.execution)."""
         retried = sorted(f"{o.runner}/{o.case}" for o in self.outcomes.values() if o.attempts > 1)
         return {**chosen.describe(), "workers": len(self.workers), "retried": retried}
+
+
+# A unit's runner that is not a runner of the spec, keyed by the name its units carry: (the
+# spec's runner it is made from, a model mutation's name, its "module:function"). With a
+# mutation it stands in for that runner's model (calibrate --model-mutation); without, it is the
+# runner itself under another key (a calibration repeat). Workers are sent these names, never
+# code.
+Variant = tuple[str, "str | None", "str | None"]
+
+
+def mutated_runner(base: Any, candidate: str, name: str, target: str) -> Any:
+    """The candidate's runner with its model replaced by the mutation ``target``
+    ("module:function"): called like the runner it replaces (a factory built with the
+    candidate's options stays a factory; otherwise a plain in-process callable)."""
+    import dataclasses
+
+    if base.factory:
+        return dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
+    return dataclasses.replace(
+        base,
+        name=f"{candidate}[{name}]",
+        kind="python",
+        callable=target,
+        factory=None,
+        options={},
+        command=None,
+    )
+
+
+def declared(spec: Spec, name: str, variants: dict[str, Variant] | None = None) -> Any:
+    """The runner declaration a unit's runner name stands for."""
+    if variants and name in variants:
+        base, mutation, target = variants[name]
+        if target is None:
+            return spec.runners[base]
+        return mutated_runner(spec.runners[base], base, mutation or name, target)
+    return spec.runners[name]
+
+
+def make_unit_runner(spec: Spec, name: str, variants: dict[str, Variant] | None = None) -> Any:
+    """The (not yet active) runner of a unit's runner name; a variant counts the activity of the
+    runner it is made from."""
+    from .runners import make_runner
+
+    active = make_runner(declared(spec, name, variants), spec)
+    if variants and name in variants:
+        active.count = getattr(make_runner(spec.runners[variants[name][0]], spec), "count", ())
+    return active
 
 
 # progress(stage, done, total), as the gate's
@@ -193,8 +248,12 @@ def execute(
     progress: Progress | None = None,
     stop: Stop | None = None,
     stop_on_failure: bool = False,
+    variants: dict[str, Variant] | None = None,
 ) -> Executed:
     """Run every runner in ``names`` on every case in ``cases`` on the plan's engine.
+
+    ``variants`` names units' runners that are not the spec's (:data:`Variant`: a model mutation
+    or a repeat of a runner, as ``calibrate`` runs them).
 
     ``stop(runner, case, outputs)`` returning True, or with ``stop_on_failure`` a unit that
     failed, ends the run early as a serial run would: outcomes past the first such unit in serial
@@ -211,12 +270,14 @@ def execute(
     chosen = chosen or Plan()
     units = [(n, c) for n in names for c in cases]
     if chosen.engine == "serial" or not units:
-        done = _serial(spec, names, cases, progress, stop)
+        done = _serial(spec, names, cases, progress, stop, variants)
     elif chosen.engine == "pool":
-        jobs = chosen.jobs if isinstance(chosen.jobs, int) else auto_jobs(spec, names)
-        done = _Pool(spec, names, min(jobs, len(units)), chosen.retries).run(units, progress, stop)
+        jobs = chosen.jobs if isinstance(chosen.jobs, int) else auto_jobs(spec, names, variants)
+        pool = _Pool(spec, names, min(jobs, len(units)), chosen.retries, variants)
+        done = pool.run(units, progress, stop)
     else:
-        done = run_on_ray(spec, names, units, chosen, progress, stop)
+        done = run_on_ray(spec, names, units, chosen, progress, stop, variants)
+    done.modules = loaded_modules().union(*(o.modules for o in done.outcomes.values()))
     if progress:
         progress("done", len(units), len(units))
     return done
@@ -227,14 +288,17 @@ def execute(
 
 
 def _serial(
-    spec: Spec, names: list[str], cases: list[str], progress: Progress | None, stop: Stop | None
+    spec: Spec,
+    names: list[str],
+    cases: list[str],
+    progress: Progress | None,
+    stop: Stop | None,
+    variants: dict[str, Variant] | None = None,
 ) -> Executed:
-    from .runners import make_runner
-
     executed = Executed(workers=["main"])
     total, done = len(names) * len(cases), 0
     for name in names:
-        active = make_runner(spec.runners[name], spec)
+        active = make_unit_runner(spec, name, variants)
         try:
             active.activate()
         except RunFailure as exc:
@@ -265,6 +329,29 @@ def _serial(
         finally:
             active.deactivate()
     return executed
+
+
+# --------------------------------------------------------------------------------------------
+# The modules a run loaded: the libraries that may have moved its numbers (a calibration's
+# environment). The container format that carries outputs between processes is left out: a
+# pool run would otherwise list safetensors where a serial one does not.
+
+_TRANSPORT: set[str] = set()
+
+
+@contextmanager
+def _carrying() -> Iterator[None]:
+    """Modules first imported inside this block only carried outputs."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        _TRANSPORT.update({n.partition(".")[0] for n in set(sys.modules) - before} - set(before))
+
+
+def loaded_modules() -> set[str]:
+    """The top-level modules this process loaded, but for those that only carried outputs."""
+    return {name.partition(".")[0] for name in list(sys.modules)} - _TRANSPORT
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,20 +387,22 @@ class _Activated:
     another runner (or another spec) deactivates it first."""
 
     def __init__(self) -> None:
-        self.key: tuple[str, str, str] | None = None
+        self.key: tuple[str, str, Any] | None = None
         self.spec: Spec | None = None
         self.active: Any = None
 
-    def get(self, spec_path: str, spec_text: str, runner: str) -> Any:
-        from .runners import make_runner
+    def get(self, spec_path: str, spec_text: str, runner: str, variant: Any = None) -> Any:
         from .spec import spec_from_text
 
-        key = (spec_path, spec_text, runner)
+        # a repeat of a runner (a variant without a mutation) keeps the runner activated
+        identity = (variant[0], variant[2]) if variant else (runner, None)
+        key = (spec_path, spec_text, identity)
         if self.key == key:
             return self.active
         self.close()
         self.spec = spec_from_text(spec_text, spec_path)
-        active = make_runner(self.spec.runners[runner], self.spec)
+        variants = {runner: tuple(variant)} if variant else None
+        active = make_unit_runner(self.spec, runner, variants)
         active.activate()  # a RunFailure goes to the caller; nothing is kept
         self.key, self.active = key, active
         return active
@@ -327,7 +416,9 @@ class _Activated:
                 pass
 
 
-def run_unit(spec_path: str, spec_text: str, runner: str, case: str) -> dict[str, Any]:
+def run_unit(
+    spec_path: str, spec_text: str, runner: str, case: str, variant: Any = None
+) -> dict[str, Any]:
     """One unit in this (worker) process, its runner kept active for the next: the outputs
     (numpy arrays under ``"outputs"``: the caller turns them into a file or bytes), seconds and
     stderr, or the failure (``"activation"`` when the runner could not start), as JSON."""
@@ -335,7 +426,7 @@ def run_unit(spec_path: str, spec_text: str, runner: str, case: str) -> dict[str
 
     activated = state.setdefault("execution.activated", _Activated())
     try:
-        active = activated.get(spec_path, spec_text, runner)
+        active = activated.get(spec_path, spec_text, runner, variant)
     except RunFailure as exc:
         return {"activation": failure_to_json(exc), "pid": os.getpid()}
     assert activated.spec is not None
@@ -348,13 +439,16 @@ def run_unit(spec_path: str, spec_text: str, runner: str, case: str) -> dict[str
         "seconds": run.seconds,
         "stderr": run.stderr,
         "pid": os.getpid(),
+        "modules": sorted(loaded_modules()),
     }
 
 
-def pool_unit(spec_path: str, spec_text: str, runner: str, case: str, scratch: str) -> Any:
+def pool_unit(
+    spec_path: str, spec_text: str, runner: str, case: str, scratch: str, variant: Any = None
+) -> Any:
     """A pool worker's unit: :func:`run_unit`, the outputs written to a file in ``scratch``
     (JSON carries the path, never the arrays)."""
-    answer = run_unit(spec_path, spec_text, runner, case)
+    answer = run_unit(spec_path, spec_text, runner, case, variant)
     if "outputs" in answer:
         outputs = answer.pop("outputs")
         answer["names"] = list(outputs)  # the runner's order, kept
@@ -369,10 +463,11 @@ def _save(folder: Path, outputs: dict[str, Any]) -> Path:
     from .files import save_outputs
 
     stem = folder / uuid.uuid4().hex
-    try:
-        return save_outputs(stem.with_suffix(".safetensors"), outputs)
-    except InputError:
-        return save_outputs(stem.with_suffix(".npz"), outputs)
+    with _carrying():
+        try:
+            return save_outputs(stem.with_suffix(".safetensors"), outputs)
+        except InputError:
+            return save_outputs(stem.with_suffix(".npz"), outputs)
 
 
 def deactivate_unit() -> None:
@@ -399,7 +494,8 @@ def _read(path: str, names: list[str]) -> dict[str, Any]:
     from .files import load_outputs
 
     try:
-        return in_order(load_outputs(path), names)
+        with _carrying():
+            return in_order(load_outputs(path), names)
     finally:
         Path(path).unlink(missing_ok=True)
 
@@ -411,7 +507,13 @@ def answer_to_outcome(
     if "failure" in answer:
         return Outcome(runner, case, failure=failure_from_json(answer["failure"]), worker=worker)
     return Outcome(
-        runner, case, outputs, float(answer["seconds"]), answer.get("stderr", ""), worker=worker
+        runner,
+        case,
+        outputs,
+        float(answer["seconds"]),
+        answer.get("stderr", ""),
+        worker=worker,
+        modules=tuple(answer.get("modules", ())),
     )
 
 
@@ -435,8 +537,16 @@ def timed_out(runner: str, case: str, timeout: float, worker: str) -> RunFailure
 
 
 class _Pool:
-    def __init__(self, spec: Spec, names: list[str], size: int, retries: int):
+    def __init__(
+        self,
+        spec: Spec,
+        names: list[str],
+        size: int,
+        retries: int,
+        variants: dict[str, Variant] | None = None,
+    ):
         self.spec = spec
+        self.variants = variants or {}
         self.size = max(1, size)
         self.retries = retries
         self.spec_path = str(spec.path)
@@ -447,7 +557,7 @@ class _Pool:
                 f"a worker pool reads the spec from its file: {exc.strerror or exc}",
                 where=str(spec.path),
             ) from None
-        threads = max([spec.runners[n].threads for n in names] or [1])
+        threads = max([declared(spec, n, variants).threads for n in names] or [1])
         self.env = {name: str(threads) for name in THREAD_VARIABLES}
         self.lock = threading.Lock()
         self.pending: list[tuple[str, str, int]] = []  # (runner, case, attempt)
@@ -466,13 +576,19 @@ class _Pool:
             self.pids.append(f"worker {worker.pid}")
         return worker
 
+    def _identity(self, runner: str | None) -> Any:
+        """What a worker keeps activated for a unit's runner (a repeat shares its runner's)."""
+        variant = self.variants.get(runner or "")
+        return (variant[0], variant[2]) if variant else runner
+
     def _next(self, last: str | None) -> tuple[str, str, int] | None:
         """The next unit, one of ``last``'s runner first (its worker keeps it active)."""
         with self.lock:
             if self.halt.is_set():
                 return None
+            kept = self._identity(last) if last is not None else None
             for i, unit in enumerate(self.pending):
-                if unit[0] == last:
+                if last is not None and self._identity(unit[0]) == kept:
                     return self.pending.pop(i)
             return self.pending.pop(0) if self.pending else None
 
@@ -490,7 +606,7 @@ class _Pool:
                 if worker is None:
                     worker = self._start()
                 name = f"worker {worker.pid}"
-                timeout = self.spec.runners[runner].timeout
+                timeout = declared(self.spec, runner, self.variants).timeout
                 timer = None
                 expired = threading.Event()
                 if timeout is not None:
@@ -510,6 +626,7 @@ class _Pool:
                         runner,
                         case,
                         scratch,
+                        self.variants.get(runner),
                     )
                 except WorkerError as exc:
                     if timer is not None:
@@ -646,8 +763,10 @@ def _ray() -> Any:
 class UnitActor:
     """A Ray actor: one activated runner, kept across the cases it runs."""
 
-    def run(self, spec_path: str, spec_text: str, runner: str, case: str) -> dict[str, Any]:
-        answer = run_unit(spec_path, spec_text, runner, case)
+    def run(
+        self, spec_path: str, spec_text: str, runner: str, case: str, variant: Any = None
+    ) -> dict[str, Any]:
+        answer = run_unit(spec_path, spec_text, runner, case, variant)
         if "outputs" in answer:
             outputs = answer.pop("outputs")
             answer["names"] = list(outputs)
@@ -668,21 +787,24 @@ def _read_bytes(answer: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="paritygate-unit-") as scratch:
         path = Path(scratch) / f"outputs{answer['format']}"
         path.write_bytes(answer["payload"])
-        return in_order(load_outputs(path), answer["names"])
+        with _carrying():
+            return in_order(load_outputs(path), answer["names"])
 
 
-def _ray_options(spec: Spec, runner: str) -> dict[str, Any]:
+def _ray_options(
+    spec: Spec, runner: str, variants: dict[str, Variant] | None = None
+) -> dict[str, Any]:
     """What the runner's actors ask Ray for, and the environment they start with."""
-    declared = spec.runners[runner]
-    resources = dict(declared.resources)
-    options: dict[str, Any] = {"num_cpus": resources.pop("num_cpus", float(declared.threads))}
+    declaration = declared(spec, runner, variants)
+    resources = dict(declaration.resources)
+    options: dict[str, Any] = {"num_cpus": resources.pop("num_cpus", float(declaration.threads))}
     if "num_gpus" in resources:
         options["num_gpus"] = resources.pop("num_gpus")
     if "memory" in resources:
         options["memory"] = int(resources.pop("memory"))
     if resources:
         options["resources"] = resources
-    env = {name: str(declared.threads) for name in THREAD_VARIABLES}
+    env = {name: str(declaration.threads) for name in THREAD_VARIABLES}
     paths = [p or os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     options["runtime_env"] = {"env_vars": env}
@@ -690,9 +812,11 @@ def _ray_options(spec: Spec, runner: str) -> dict[str, Any]:
     return options
 
 
-def _ray_wanted(spec: Spec, runner: str) -> dict[str, float]:
+def _ray_wanted(
+    spec: Spec, runner: str, variants: dict[str, Variant] | None = None
+) -> dict[str, float]:
     """What one actor of the runner takes from the cluster, by Ray's resource names."""
-    options = _ray_options(spec, runner)
+    options = _ray_options(spec, runner, variants)
     wanted = {"CPU": float(options["num_cpus"])}
     if options.get("num_gpus"):
         wanted["GPU"] = float(options["num_gpus"])
@@ -702,13 +826,21 @@ def _ray_wanted(spec: Spec, runner: str) -> dict[str, float]:
     return {k: v for k, v in wanted.items() if v > 0}
 
 
-def _ray_slots(ray: Any, spec: Spec, runner: str, chosen: Plan, cases: int) -> int:
+def _ray_slots(
+    ray: Any,
+    spec: Spec,
+    runner: str,
+    chosen: Plan,
+    cases: int,
+    variants: dict[str, Variant] | None = None,
+) -> int:
     """How many actors run a runner at once: as many as the cluster's resources hold at what
     one asks for (every one of them can be placed), at most ``jobs`` when it is a number, and
     0 when no node offers what it asks for."""
     total = ray.cluster_resources()
     fits = [
-        int(total.get(name, 0.0) // amount) for name, amount in _ray_wanted(spec, runner).items()
+        int(total.get(name, 0.0) // amount)
+        for name, amount in _ray_wanted(spec, runner, variants).items()
     ]
     slots = min(fits) if fits else cases
     if isinstance(chosen.jobs, int) and chosen.jobs > 1:
@@ -723,6 +855,7 @@ def run_on_ray(
     chosen: Plan,
     progress: Progress | None,
     stop: Stop | None,
+    variants: dict[str, Variant] | None = None,
 ) -> Executed:
     ray = _ray()
     started_here = False
@@ -745,7 +878,8 @@ def run_on_ray(
             f"Ray workers read the spec from its file: {exc.strerror or exc}", where=str(spec.path)
         ) from None
     try:
-        return _RayRun(ray, spec, spec_text, chosen, progress, stop).all(names, units)
+        run = _RayRun(ray, spec, spec_text, chosen, progress, stop, variants or {})
+        return run.all(names, units)
     finally:
         if started_here:
             ray.shutdown()
@@ -760,7 +894,9 @@ class _RayRun:
         chosen: Plan,
         progress: Progress | None,
         stop: Stop | None,
+        variants: dict[str, Variant],
     ):
+        self.variants = variants
         self.ray = ray
         self.spec = spec
         self.spec_text = spec_text
@@ -774,7 +910,7 @@ class _RayRun:
         self.flagged: list[tuple[str, str]] = []
 
     def _actor(self, runner: str) -> Any:
-        actor = self.actor_class.options(**_ray_options(self.spec, runner)).remote()
+        actor = self.actor_class.options(**_ray_options(self.spec, runner, self.variants)).remote()
         self.executed.workers.append(f"ray actor {actor._actor_id.hex()[:12]}")
         return actor
 
@@ -806,11 +942,13 @@ class _RayRun:
 
     def runner(self, name: str, cases: list[str]) -> None:
         ray = self.ray
-        timeout = self.spec.runners[name].timeout
+        timeout = declared(self.spec, name, self.variants).timeout
         pending = deque((case, 1) for case in cases)
-        slots = _ray_slots(ray, self.spec, name, self.chosen, len(cases))
+        slots = _ray_slots(ray, self.spec, name, self.chosen, len(cases), self.variants)
         if slots == 0:
-            asked = ", ".join(f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name).items())
+            asked = ", ".join(
+                f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name, self.variants).items()
+            )
             self.executed.activation[name] = RunFailure(
                 name,
                 None,
@@ -827,7 +965,9 @@ class _RayRun:
                 while idle and pending and not self.flagged:
                     actor = idle.pop()
                     case, attempt = pending.popleft()
-                    ref = actor.run.remote(str(self.spec.path), self.spec_text, name, case)
+                    ref = actor.run.remote(
+                        str(self.spec.path), self.spec_text, name, case, self.variants.get(name)
+                    )
                     inflight[ref] = (actor, case, attempt, time.monotonic())
                 if not inflight:
                     break
