@@ -56,6 +56,7 @@ __all__ = [
     "Variant",
     "mutated_runner",
     "make_unit_runner",
+    "listening",
 ]
 
 # The fields of a gate result's JSON that depend on how and when the run was executed; every
@@ -167,13 +168,41 @@ class Outcome:
     modules: tuple[str, ...] = ()  # what its process had loaded (pool and Ray)
 
 
+# Who hears of each unit's outcome the moment it arrives, on every engine (the command line's
+# partial result, written as a run goes, so that an interrupted run says what it evaluated).
+_listeners: list[Callable[[Outcome], None]] = []
+
+
+@contextmanager
+def listening(callback: Callable[[Outcome], None]) -> Iterator[None]:
+    """Call ``callback(outcome)`` for every unit's outcome as it arrives (in this process's
+    main thread) while the block runs; a runner that could not start arrives once, as an
+    outcome with case ``"*"`` and its failure."""
+    _listeners.append(callback)
+    try:
+        yield
+    finally:
+        _listeners.remove(callback)
+
+
+class _Arriving(dict):  # type: ignore[type-arg]
+    """Outcomes by unit, each told to the listeners as it is stored."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if not isinstance(value, Outcome):  # a runner that could not start
+            value = Outcome(key, "*", failure=value)
+        for callback in list(_listeners):
+            callback(value)
+
+
 @dataclass
 class Executed:
     """Every unit's outcome; runners that could not be activated; whether ``stop`` ended the
     run early (units it did not run have no outcome)."""
 
-    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=dict)
-    activation: dict[str, RunFailure] = field(default_factory=dict)
+    outcomes: dict[tuple[str, str], Outcome] = field(default_factory=_Arriving)
+    activation: dict[str, RunFailure] = field(default_factory=_Arriving)
     stopped: bool = False
     workers: list[str] = field(default_factory=list)
     # the top-level modules the units' processes loaded to run them (not to carry outputs)
@@ -705,7 +734,8 @@ class _Pool:
                     continue
                 done += 1
                 if kind == "activation":
-                    executed.activation.setdefault(runner, value)
+                    if runner not in executed.activation:
+                        executed.activation[runner] = value
                 elif kind == "done":
                     executed.outcomes[(runner, case)] = value
                     if stop is not None and (
