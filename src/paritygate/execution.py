@@ -57,6 +57,8 @@ __all__ = [
     "mutated_runner",
     "make_unit_runner",
     "listening",
+    "timing_alone",
+    "timed_on_ray",
 ]
 
 # The fields of a gate result's JSON that depend on how and when the run was executed; every
@@ -313,6 +315,103 @@ def execute(
 
 
 # --------------------------------------------------------------------------------------------
+# Timing units: a speed claim or a benchmark never shares its node with other units
+
+# While a run's units run, what runs them (worker ids): a timing unit started meanwhile is
+# refused rather than timed beside them.
+_running: list[Callable[[], list[str]]] = []
+
+
+@contextmanager
+def _units_running(live: Callable[[], list[str]]) -> Iterator[None]:
+    _running.append(live)
+    try:
+        yield
+    finally:
+        _running.remove(live)
+
+
+def timing_alone(what: str) -> None:
+    """Refuse (UserError, saying why) to time ``what`` here while units of a run still run in
+    this process or its workers: a timing unit gets the node alone, after them."""
+    busy = [worker for live in list(_running) for worker in live()]
+    if busy:
+        shown = ", ".join(busy[:4]) + (f" and {len(busy) - 4} more" if len(busy) > 4 else "")
+        raise UserError(
+            f"{what} refused: {len(busy)} unit worker(s) of a run still run beside it "
+            f"({shown}); timing needs the node alone",
+            hint="time after the run's units are done (the gate times speed claims last)",
+        )
+
+
+def timed_on_ray(
+    address: str | None, target: str, *args: Any, what: str = "a timing unit"
+) -> dict[str, Any]:
+    """Run the function named ``target`` (``"module:attribute"``, returning JSON-able data)
+    on a node of the Ray cluster that it has alone: a node none of whose resources are taken,
+    asked for all of its CPUs and GPUs and pinned there. Refuses (UserError, saying what each
+    node has taken) when no node is idle; never times beside other units."""
+    ray = _ray()
+    started_here = _ray_connect(ray, address)
+    try:
+        node, whole = _idle_node(ray, what)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = ray.remote(_call_named).options(
+            num_cpus=whole.get("CPU", 0.0),
+            num_gpus=whole.get("GPU", 0.0),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(_paths())}},
+            max_retries=0,
+        )
+        return ray.get(task.remote(target, list(args)))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _call_named(target: str, args: list[Any]) -> Any:
+    import importlib
+
+    module, _, name = target.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value(*args)
+
+
+def _idle_node(ray: Any, what: str) -> tuple[str, dict[str, float]]:
+    """(node id, its whole CPU / GPU) of the first alive node with nothing taken."""
+    from ray._private.state import available_resources_per_node
+
+    available = available_resources_per_node()  # no public call gives it per node (Ray 2.x)
+    taken_by = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        total = {k: v for k, v in node["Resources"].items() if k in ("CPU", "GPU")}
+        free = available.get(node["NodeID"], {})
+        taken = {k: v - free.get(k, 0.0) for k, v in total.items() if v - free.get(k, 0.0) > 0}
+        if not taken and total.get("CPU"):
+            return node["NodeID"], total
+        where = node.get("NodeManagerAddress", node["NodeID"][:12])
+        taken_by.append(
+            f"{where}: "
+            + (", ".join(f"{v:g} of {total[k]:g} {k}" for k, v in taken.items()) or "no CPU")
+            + " taken"
+        )
+    raise UserError(
+        f"{what} refused: no node of the Ray cluster is idle ({'; '.join(taken_by) or 'none'}); "
+        "timing needs a node alone",
+        hint="run it when a node is free, or add a node",
+    )
+
+
+def _paths() -> list[str]:
+    return list(dict.fromkeys(p or os.getcwd() for p in sys.path))
+
+
+# --------------------------------------------------------------------------------------------
 # Serial: this process
 
 
@@ -323,6 +422,18 @@ def _serial(
     progress: Progress | None,
     stop: Stop | None,
     variants: dict[str, Variant] | None = None,
+) -> Executed:
+    with _units_running(lambda: ["this process (a serial run)"]):
+        return _serial_run(spec, names, cases, progress, stop, variants)
+
+
+def _serial_run(
+    spec: Spec,
+    names: list[str],
+    cases: list[str],
+    progress: Progress | None,
+    stop: Stop | None,
+    variants: dict[str, Variant] | None,
 ) -> Executed:
     executed = Executed(workers=["main"])
     total, done = len(names) * len(cases), 0
@@ -596,6 +707,10 @@ class _Pool:
         self.workers: list[Any] = []
         self.pids: list[str] = []
 
+    def _live(self) -> list[str]:
+        with self.lock:
+            return [f"worker {w.pid}" for w in self.workers if w.process.poll() is None]
+
     def _start(self) -> Any:
         from .workers import Worker
 
@@ -717,7 +832,9 @@ class _Pool:
             for _ in range(self.size)
         ]
         done = 0
+        live = self._live
         try:
+            _running.append(live)
             for thread in threads:
                 thread.start()
             while any(t.is_alive() for t in threads) or not self.results.empty():
@@ -755,6 +872,7 @@ class _Pool:
         finally:
             for thread in threads:
                 thread.join(timeout=30)
+            _running.remove(live)
             shutil.rmtree(scratch, ignore_errors=True)
         # runners that failed to start: their other units carry nothing
         for key in [k for k in executed.outcomes if k[0] in executed.activation]:
@@ -888,19 +1006,7 @@ def run_on_ray(
     variants: dict[str, Variant] | None = None,
 ) -> Executed:
     ray = _ray()
-    started_here = False
-    if not ray.is_initialized():
-        try:
-            ray.init(
-                address=chosen.address,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level="ERROR",
-            )
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            where = chosen.address or "a local cluster"
-            raise UserError(f"cannot reach the Ray cluster {where}: {exc}") from None
-        started_here = True
+    started_here = _ray_connect(ray, chosen.address)
     try:
         spec_text = spec.path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -913,6 +1019,24 @@ def run_on_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _ray_connect(ray: Any, address: str | None) -> bool:
+    """Connect to the cluster at ``address`` (None: start a local one) unless this process
+    already is; whether it connected here (and so disconnects after)."""
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+        )
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        where = address or "a local cluster"
+        raise UserError(f"cannot reach the Ray cluster {where}: {exc}") from None
+    return True
 
 
 class _RayRun:
@@ -945,6 +1069,10 @@ class _RayRun:
         return actor
 
     def all(self, names: list[str], units: list[tuple[str, str]]) -> Executed:
+        with _units_running(lambda: [f"Ray actors of a run ({len(self.executed.workers)})"]):
+            return self._all(names, units)
+
+    def _all(self, names: list[str], units: list[tuple[str, str]]) -> Executed:
         self.total = len(units)
         for name in names:
             cases = [c for r, c in units if r == name]

@@ -366,3 +366,30 @@ def test_an_interrupted_gate_leaves_what_it_evaluated_marked_incomplete(tmp_path
     assert sorted(u["case"] for u in data["units"]) == ["c0", "c1", "c2"]
     assert all(u["runner"] == "cand" and u["ran"] == "ok" for u in data["units"])
     assert not partial.with_name("result.json").exists()  # nothing claims a verdict
+
+
+def test_a_timing_unit_is_refused_while_units_run_beside_it(tmp_path):
+    from paritygate.bench import time_side
+    from paritygate.execution import listening
+
+    path = faulty_project(tmp_path)
+    refused: list[str] = []
+
+    def time_meanwhile(outcome) -> None:  # called as each unit's outcome arrives
+        try:
+            time_side(lambda: None, name="probe", iterations=1, warmup=0)
+        except UserError as exc:
+            refused.append(str(exc))
+        else:
+            refused.append("timed")
+
+    for engine in (plan(jobs=2), plan()):
+        refused.clear()
+        with listening(time_meanwhile):
+            assert run_gate(load_spec(path), execution=engine).passed
+        assert refused and "timed" not in refused, refused
+        assert refused[0].startswith("timing 'probe' refused: ")
+        assert "timing needs the node alone" in refused[0]
+    assert "unit worker(s) of a run still run beside it (this process" in refused[0]
+    # once the run's units are done, the node is the timing's alone
+    assert len(time_side(lambda: None, name="probe", iterations=1, warmup=0).end_to_end_s) == 1
