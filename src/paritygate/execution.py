@@ -1073,17 +1073,77 @@ class _RayRun:
             return self._all(names, units)
 
     def _all(self, names: list[str], units: list[tuple[str, str]]) -> Executed:
+        """Every runner's units at once, as far as the cluster holds their actors: runners start
+        in order, each with as many actors as the resources the runners before it left free
+        allow (so that every actor asked for can be placed at once, and a unit's timeout never
+        counts time spent waiting for a node); one that fits nowhere now waits for those before
+        it to end, one that fits nowhere in the whole cluster fails to start."""
         self.total = len(units)
-        for name in names:
-            cases = [c for r, c in units if r == name]
-            if cases and not self.flagged:
-                self.runner(name, cases)
+        waiting = deque(n for n in names if any(r == n for r, _ in units))
+        by_runner = {n: [c for r, c in units if r == n] for n in waiting}
+        self.active: dict[str, _RayRunner] = {}
+        self.inflight: dict[Any, tuple[str, Any, str, int, float]] = {}
+        self.taken: dict[str, float] = {}
+        try:
+            while waiting or self.active:
+                while waiting and not self.flagged:
+                    if not self._start(waiting[0], by_runner[waiting[0]]):
+                        break  # it waits for a runner before it to end
+                    waiting.popleft()
+                if self.flagged:  # stop: nothing more is handed out
+                    waiting.clear()
+                    for runner in self.active.values():
+                        runner.pending.clear()
+                self._submit()
+                if self.inflight:
+                    self._collect()
+                for name in [n for n, r in self.active.items() if r.finished(self.inflight)]:
+                    self._finish(name)
+        finally:
+            for name in list(self.active):
+                self._finish(name)
+            for _, actor, *_ in self.inflight.values():
+                self.ray.kill(actor, no_restart=True)
         if self.flagged:  # as a serial run: stopped at the first flagged unit in serial order
             first = min(units.index(u) for u in self.flagged)
             for unit in units[first + 1 :]:
                 self.executed.outcomes.pop(unit, None)
             self.executed.stopped = True
         return self.executed
+
+    def _start(self, name: str, cases: list[str]) -> bool:
+        """Start the runner's actors if the resources left hold one; False to wait."""
+        ray = self.ray
+        whole = _ray_slots(ray, self.spec, name, self.chosen, len(cases), self.variants)
+        if whole == 0:
+            asked = ", ".join(
+                f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name, self.variants).items()
+            )
+            self.executed.activation[name] = RunFailure(
+                name,
+                None,
+                "import",
+                f"the Ray cluster cannot place it: it asks for {asked}; the cluster offers "
+                + ", ".join(f"{k} {v:g}" for k, v in sorted(ray.cluster_resources().items())),
+            )
+            self.done += len(cases)
+            return True
+        wanted = _ray_wanted(self.spec, name, self.variants)
+        total = ray.cluster_resources()
+        fits = [
+            int((total.get(k, 0.0) - self.taken.get(k, 0.0) + 1e-9) // v) for k, v in wanted.items()
+        ]
+        slots = min([whole, *fits])
+        if slots <= 0:
+            if self.active:
+                return False
+            slots = whole  # nothing else of this run holds the cluster: Ray places them
+        for k, v in wanted.items():
+            self.taken[k] = self.taken.get(k, 0.0) + v * slots
+        runner = _RayRunner(name, cases, slots, wanted, declared(self.spec, name, self.variants))
+        runner.idle = [self._actor(name) for _ in range(slots)]
+        self.active[name] = runner
+        return True
 
     def _judge(self, runner: str, case: str) -> None:
         """Whether the unit's outcome stops the run (``stop``), then progress."""
@@ -1098,89 +1158,97 @@ class _RayRun:
         if self.progress:
             self.progress(f"{runner}: {case}", self.done, self.total)
 
-    def runner(self, name: str, cases: list[str]) -> None:
+    def _submit(self) -> None:
+        for name, runner in self.active.items():
+            while runner.idle and runner.pending and not self.flagged:
+                actor = runner.idle.pop()
+                case, attempt = runner.pending.popleft()
+                ref = actor.run.remote(
+                    str(self.spec.path), self.spec_text, name, case, self.variants.get(name)
+                )
+                self.inflight[ref] = (name, actor, case, attempt, time.monotonic())
+
+    def _collect(self) -> None:
         ray = self.ray
-        timeout = declared(self.spec, name, self.variants).timeout
-        pending = deque((case, 1) for case in cases)
-        slots = _ray_slots(ray, self.spec, name, self.chosen, len(cases), self.variants)
-        if slots == 0:
-            asked = ", ".join(
-                f"{k} {v:g}" for k, v in _ray_wanted(self.spec, name, self.variants).items()
-            )
-            self.executed.activation[name] = RunFailure(
-                name,
-                None,
-                "import",
-                f"the Ray cluster cannot place it: it asks for {asked}; the cluster offers "
-                + ", ".join(f"{k} {v:g}" for k, v in sorted(ray.cluster_resources().items())),
-            )
-            self.done += len(cases)
-            return
-        idle = [self._actor(name) for _ in range(slots)]
-        inflight: dict[Any, tuple[Any, str, int, float]] = {}
-        try:
-            while pending or inflight:
-                while idle and pending and not self.flagged:
-                    actor = idle.pop()
-                    case, attempt = pending.popleft()
-                    ref = actor.run.remote(
-                        str(self.spec.path), self.spec_text, name, case, self.variants.get(name)
-                    )
-                    inflight[ref] = (actor, case, attempt, time.monotonic())
-                if not inflight:
-                    break
-                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.25)
-                now = time.monotonic()
-                if timeout is not None:
-                    for ref, (actor, case, _attempt, began) in list(inflight.items()):
-                        if ref in ready or now - began < timeout + TIMEOUT_GRACE:
-                            continue
-                        del inflight[ref]
-                        ray.kill(actor, no_restart=True)
-                        worker = f"ray actor {actor._actor_id.hex()[:12]}"
-                        failure = timed_out(name, case, timeout, worker)
-                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
-                        self._judge(name, case)
-                        idle.append(self._actor(name))
-                for ref in ready:
-                    actor, case, attempt, _ = inflight.pop(ref)
-                    worker = f"ray actor {actor._actor_id.hex()[:12]}"
-                    try:
-                        answer = ray.get(ref)
-                    except ray.exceptions.RayActorError as exc:
-                        why = f"the Ray actor died ({type(exc).__name__})"
-                        idle.append(self._actor(name))
-                        if attempt <= self.chosen.retries:
-                            pending.appendleft((case, attempt + 1))
-                            continue
-                        failure = died(name, case, worker, why, attempt)
-                        self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
-                        self._judge(name, case)
-                        continue
-                    if "activation" in answer:
-                        self.executed.activation[name] = failure_from_json(answer["activation"])
-                        pending.clear()
-                        self.done += len(cases) - 1
-                        self._report(name, case)
-                        continue
-                    outputs = _read_bytes(answer) if "payload" in answer else None
-                    outcome = answer_to_outcome(name, case, answer, outputs, worker)
-                    outcome.attempts = attempt
-                    self.executed.outcomes[(name, case)] = outcome
-                    if outcome.failure is not None and outcome.failure.kind == "timeout":
-                        ray.kill(actor, no_restart=True)  # the stray call still runs there
-                        idle.append(self._actor(name))
-                    else:
-                        idle.append(actor)
-                    self._judge(name, case)
-        finally:
-            for actor in idle:  # deactivate the runner (a model's close()), then end the actor
-                try:
-                    ray.get(actor.close.remote(), timeout=30)
-                except Exception:
-                    pass
-            for actor in idle + [entry[0] for entry in inflight.values()]:
-                ray.kill(actor, no_restart=True)
+        ready, _ = ray.wait(list(self.inflight), num_returns=1, timeout=0.25)
+        now = time.monotonic()
+        for ref, (name, actor, case, _attempt, began) in list(self.inflight.items()):
+            timeout = self.active[name].timeout
+            if timeout is None or ref in ready or now - began < timeout + TIMEOUT_GRACE:
+                continue
+            del self.inflight[ref]
+            ray.kill(actor, no_restart=True)
+            worker = f"ray actor {actor._actor_id.hex()[:12]}"
+            failure = timed_out(name, case, timeout, worker)
+            self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+            self._judge(name, case)
+            self.active[name].idle.append(self._actor(name))
+        for ref in ready:
+            name, actor, case, attempt, _ = self.inflight.pop(ref)
+            runner = self.active[name]
+            worker = f"ray actor {actor._actor_id.hex()[:12]}"
+            try:
+                answer = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                why = f"the Ray actor died ({type(exc).__name__})"
+                runner.idle.append(self._actor(name))
+                if attempt <= self.chosen.retries:
+                    runner.pending.appendleft((case, attempt + 1))
+                    continue
+                failure = died(name, case, worker, why, attempt)
+                self.executed.outcomes[(name, case)] = Outcome(name, case, failure=failure)
+                self._judge(name, case)
+                continue
+            if "activation" in answer:
+                runner.idle.append(actor)
+                if name not in self.executed.activation:
+                    self.executed.activation[name] = failure_from_json(answer["activation"])
+                    runner.pending.clear()
+                    self.done += len(runner.cases) - 1
+                    self._report(name, case)
+                continue
+            outputs = _read_bytes(answer) if "payload" in answer else None
+            outcome = answer_to_outcome(name, case, answer, outputs, worker)
+            outcome.attempts = attempt
+            self.executed.outcomes[(name, case)] = outcome
+            if outcome.failure is not None and outcome.failure.kind == "timeout":
+                ray.kill(actor, no_restart=True)  # the stray call still runs there
+                runner.idle.append(self._actor(name))
+            else:
+                runner.idle.append(actor)
+            self._judge(name, case)
+
+    def _finish(self, name: str) -> None:
+        """Deactivate the runner in its actors (a model's close()), end them, free what they
+        held."""
+        runner = self.active.pop(name)
+        for actor in runner.idle:
+            try:
+                self.ray.get(actor.close.remote(), timeout=30)
+            except Exception:
+                pass
+        for actor in runner.idle:
+            self.ray.kill(actor, no_restart=True)
+        for k, v in runner.wanted.items():
+            self.taken[k] = self.taken.get(k, 0.0) - v * runner.slots
         if name in self.executed.activation:
             for key in [k for k in self.executed.outcomes if k[0] == name]:
                 del self.executed.outcomes[key]
+
+
+class _RayRunner:
+    """One runner's state on Ray: its cases still to run, its idle actors."""
+
+    def __init__(
+        self, name: str, cases: list[str], slots: int, wanted: dict[str, float], declaration: Any
+    ):
+        self.name = name
+        self.cases = cases
+        self.slots = slots
+        self.wanted = wanted
+        self.timeout = declaration.timeout
+        self.pending: deque[tuple[str, int]] = deque((case, 1) for case in cases)
+        self.idle: list[Any] = []
+
+    def finished(self, inflight: dict[Any, tuple[str, Any, str, int, float]]) -> bool:
+        return not self.pending and not any(entry[0] == self.name for entry in inflight.values())
