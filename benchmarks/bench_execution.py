@@ -90,6 +90,12 @@ outputs = ["y"]
 role = "reference"
 callable = "model:run"
 {runners}
+[claims.y-exact]
+outputs = ["y"]
+metric = "max_abs"
+bound = 0
+oracle = "equivalence"
+status = "provisional"
 """
 
 CLUSTER_RUNNER = """
