@@ -66,6 +66,31 @@ status = "provisional"
 """
 
 
+def _kernel(work: int) -> None:
+    x = np.random.default_rng(0).standard_normal((192, 192)) / 14
+    a = x.copy()
+    for _ in range(work):
+        a = np.tanh(a @ x)
+
+
+def ceiling(work: int) -> float:
+    """The machine's own two-process speedup at this moment, without paritygate: two
+    processes each running one case's kernel against the same two run one after the other (on
+    a shared machine other people's work moves it from second to second)."""
+    import multiprocessing
+
+    def timed(count: int) -> float:
+        processes = [multiprocessing.Process(target=_kernel, args=(work,)) for _ in range(count)]
+        started = time.perf_counter()
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join()
+        return time.perf_counter() - started
+
+    return 2 * timed(1) / timed(2)
+
+
 def project(root: Path, cases: int, work: int) -> Path:
     rng = np.random.default_rng(0)
     (root / "cases").mkdir(parents=True)
@@ -242,6 +267,7 @@ def main() -> None:
         engines["ray (local, 2 CPUs)"] = plan(ray="local")
 
     rows = {}
+    ceilings: list[float] = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         for workload, work in (("cpu-bound", args.work), ("tiny units", 0)):
@@ -249,6 +275,8 @@ def main() -> None:
             record(spec)
             walls: dict[str, list[float]] = {name: [] for name in engines}
             for _ in range(args.rounds):
+                if work:
+                    ceilings.append(ceiling(4 * work))
                 for name, chosen in engines.items():
                     started = time.perf_counter()
                     result = run_gate(spec, execution=chosen)
@@ -261,6 +289,11 @@ def main() -> None:
         f"\n{args.cases} cases, {args.rounds} rounds, one BLAS thread per process, "
         f"load average {load_before[0]:.1f} before, {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
         f"after (1, 5, 15 min), python {sys.version.split()[0]}"
+    )
+    shown = ", ".join(f"{c:.2f}" for c in ceilings)
+    print(
+        f"the machine's own 2-process ceiling per round (two kernels of 4 cases at once against "
+        f"one after the other, no paritygate): {shown}"
     )
     for workload, walls in rows.items():
         print(f"\n{workload}")
