@@ -151,3 +151,20 @@ def test_a_benchmark_gets_a_ray_node_alone_or_is_refused_saying_why(cluster, tmp
     assert main(args) in (0, 1)  # the verdict is the benchmark's; it ran, alone
     data = json.loads((tmp_path / "out" / "loop.json").read_text())
     assert data["workload"] == "loop, alone on a node" and data["baseline"]["end_to_end_s"]
+
+
+def test_ray_calibrates_what_a_serial_run_calibrates(cluster, tmp_path, capsys):
+    import numpy as np
+    from spec_helpers import make_project
+    from test_cli_calibrate import CACHE_CLAIM, CASES, MODEL, SPEC, _calibration_json
+
+    rng = np.random.default_rng(3)
+    cases = {c: {"x": rng.standard_normal((6, 8))} for c in CASES}
+    project = make_project(tmp_path, SPEC + CACHE_CLAIM, modules={"calib.py": MODEL}, cases=cases)
+    args = ["calibrate", str(project), "--claim", "y-cache", "--mutations", "shift"]
+    args += ["--model-mutation", "never skips=calib:never_skips"]
+    serial, on_ray = tmp_path / "serial.json", tmp_path / "ray.json"
+    assert main([*args, "--json", str(serial)]) == 0
+    assert main([*args, "--ray", "local", "--json", str(on_ray)]) == 0
+    assert _calibration_json(on_ray) == _calibration_json(serial)
+    assert "caught in 16/16 cases by the activity band" in capsys.readouterr().out
