@@ -657,3 +657,53 @@ def test_a_runner_that_raises_is_one_short_line_naming_the_file_with_its_traceba
     assert f"its stderr and traceback: {detail}" in err[0]
     assert len(err[0]) - len(str(detail)) <= 300  # short, but for the path
     assert "Traceback" in detail.read_text() and "x" * 600 in detail.read_text()
+
+
+def _calibration_json(path) -> dict:
+    """A calibration's JSON without its run-specific fields (when it ran)."""
+    data = json.loads(path.read_text())
+    data["environment"].pop("date")
+    data["basis"].pop("date")
+    return data
+
+
+def test_a_pool_calibrates_what_a_serial_run_calibrates_both_ways(project, capsys, tmp_path):
+    # Every kind of unit: the reference and the candidate on a case, each repeat of them, and a
+    # model mutation sent to the workers by name, whose activity the workers count too.
+    project.write_text(project.read_text() + CACHE_CLAIM)
+    args = [
+        "calibrate",
+        str(project),
+        "--claim",
+        "y-cache",
+        "--repeats",
+        "2",
+        "--mutations",
+        "shift",
+        "--model-mutation",
+        "never skips=calib:never_skips",
+    ]
+    serial, pooled = tmp_path / "serial.json", tmp_path / "pooled.json"
+    assert main([*args, "--json", str(serial)]) == 0
+    out_serial = capsys.readouterr().out.split("raw distributions")[0]
+    assert main([*args, "--jobs", "2", "--json", str(pooled)]) == 0
+    out_pooled = capsys.readouterr().out.split("raw distributions")[0]
+    assert _calibration_json(pooled) == _calibration_json(serial)
+    assert out_pooled == out_serial and "caught in 16/16 cases by the activity band" in out_pooled
+    assert len(_calibration_json(serial)["by_metric"]["max_abs"]["noise"]) == 32  # 2 repeats
+
+    # A mutation that fails on a worker stops the pool's calibration as it stops a serial one.
+    (project.parent / "calib.py").write_text(
+        (project.parent / "calib.py").read_text()
+        + "\n\ndef broken(case):\n    raise ValueError('the mutant broke')\n"
+    )
+    bad = [*args[:-1], "broken=calib:broken"]
+    assert main(bad) == 2
+    serial_err = capsys.readouterr().err
+    assert main([*bad, "--jobs", "2"]) == 2
+    pooled_err = capsys.readouterr().err
+    assert "runner cache[broken], case c00" in serial_err and "the mutant broke" in serial_err
+    assert pooled_err.split("its stderr")[0] == serial_err.split("its stderr")[0]
+    # Dataset claims are calibrated serially: --jobs there is one line, exit 2.
+    assert main(["calibrate", str(project), "--claim", "y-cache", "--jobs", "0"]) == 2
+    assert "--jobs expects a number of workers" in capsys.readouterr().err

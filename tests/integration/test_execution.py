@@ -329,3 +329,67 @@ def test_record_stops_at_the_reference_first_failure_and_writes_nothing(tmp_path
         record(load_spec(path), execution=plan(jobs=jobs))
     assert time.monotonic() - start < 30
     assert (tmp_path / "references" / "manifest.json").read_text() == before
+
+
+def test_an_interrupted_gate_leaves_what_it_evaluated_marked_incomplete(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    path = faulty_project(tmp_path)
+    partial = tmp_path / "parity-reports" / "parity" / "partial-result.json"
+    gate = [sys.executable, "-m", "paritygate", "gate", path.name, "--jobs", "2"]
+    # A gate that ends leaves no partial result: result.json says it all.
+    done = subprocess.run(gate, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not partial.exists() and partial.with_name("result.json").exists()
+    partial.with_name("result.json").unlink()
+
+    # Interrupted while its workers hang on c3 and c4: what arrived (c0-c2) is written as it
+    # arrives, and the abort marks it incomplete and never passed; the exit code is not 0.
+    (tmp_path / "faults.json").write_text(json.dumps({c: "hang" for c in CASES[3:]}))
+    running = subprocess.Popen(gate, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (partial.exists() and json.loads(partial.read_text())["units_done"] >= 1):
+        assert running.poll() is None, running.communicate()
+        assert time.monotonic() < deadline, "no unit arrived"
+        time.sleep(0.1)
+    time.sleep(1.5)  # c2 arrives; the workers hang
+    running.send_signal(signal.SIGTERM)
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 2, err
+    assert err.decode().strip() == "paritygate: aborted (SIGTERM)"
+    data = json.loads(partial.read_text())
+    assert data["status"] == "incomplete" and data["passed"] is False
+    assert data["stopped"] == "aborted (SIGTERM)"
+    assert data["units_total"] == 6 and data["units_done"] == 3
+    assert sorted(u["case"] for u in data["units"]) == ["c0", "c1", "c2"]
+    assert all(u["runner"] == "cand" and u["ran"] == "ok" for u in data["units"])
+    assert not partial.with_name("result.json").exists()  # nothing claims a verdict
+
+
+def test_a_timing_unit_is_refused_while_units_run_beside_it(tmp_path):
+    from paritygate.bench import time_side
+    from paritygate.execution import listening
+
+    path = faulty_project(tmp_path)
+    refused: list[str] = []
+
+    def time_meanwhile(outcome) -> None:  # called as each unit's outcome arrives
+        try:
+            time_side(lambda: None, name="probe", iterations=1, warmup=0)
+        except UserError as exc:
+            refused.append(str(exc))
+        else:
+            refused.append("timed")
+
+    for engine in (plan(jobs=2), plan()):
+        refused.clear()
+        with listening(time_meanwhile):
+            assert run_gate(load_spec(path), execution=engine).passed
+        assert refused and "timed" not in refused, refused
+        assert refused[0].startswith("timing 'probe' refused: ")
+        assert "timing needs the node alone" in refused[0]
+    assert "unit worker(s) of a run still run beside it (this process" in refused[0]
+    # once the run's units are done, the node is the timing's alone
+    assert len(time_side(lambda: None, name="probe", iterations=1, warmup=0).end_to_end_s) == 1

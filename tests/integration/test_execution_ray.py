@@ -111,3 +111,60 @@ def test_a_runner_no_node_can_place_fails_the_gate_instead_of_waiting(cluster, t
     (error,) = result.errors
     assert error.startswith("runner cand: import: the Ray cluster cannot place it: it asks for")
     assert "gpu-h100 1" in error
+
+
+BENCH_TABLE = """
+[benchmarks.loop]
+baseline = "work_mod:one"
+candidate = "work_mod:one"
+workload = "loop, alone on a node"
+blocks = 6
+threshold = 0.5
+processes = 0
+"""
+
+
+def test_a_benchmark_gets_a_ray_node_alone_or_is_refused_saying_why(cluster, tmp_path, capsys):
+    import time
+
+    (tmp_path / "work_mod.py").write_text("def one():\n    return sum(range(2000))\n")
+    table = tmp_path / "bench.toml"
+    table.write_text(BENCH_TABLE)
+    args = ["bench", "run", str(table), "--ray", "local", "--json", str(tmp_path / "out")]
+
+    @ray.remote(num_cpus=1)
+    class Busy:  # another unit holding a CPU of the only node
+        def ping(self) -> int:
+            return 1
+
+    busy = Busy.remote()
+    ray.get(busy.ping.remote())
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "benchmark loop refused: no node of the Ray cluster is idle (" in err
+    assert "1 of 2 CPU taken); timing needs a node alone" in err
+    ray.kill(busy)
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert main(args) in (0, 1)  # the verdict is the benchmark's; it ran, alone
+    data = json.loads((tmp_path / "out" / "loop.json").read_text())
+    assert data["workload"] == "loop, alone on a node" and data["baseline"]["end_to_end_s"]
+
+
+def test_ray_calibrates_what_a_serial_run_calibrates(cluster, tmp_path, capsys):
+    import numpy as np
+    from spec_helpers import make_project
+    from test_cli_calibrate import CACHE_CLAIM, CASES, MODEL, SPEC, _calibration_json
+
+    rng = np.random.default_rng(3)
+    cases = {c: {"x": rng.standard_normal((6, 8))} for c in CASES}
+    project = make_project(tmp_path, SPEC + CACHE_CLAIM, modules={"calib.py": MODEL}, cases=cases)
+    args = ["calibrate", str(project), "--claim", "y-cache", "--mutations", "shift"]
+    args += ["--model-mutation", "never skips=calib:never_skips"]
+    serial, on_ray = tmp_path / "serial.json", tmp_path / "ray.json"
+    assert main([*args, "--json", str(serial)]) == 0
+    assert main([*args, "--ray", "local", "--json", str(on_ray)]) == 0
+    assert _calibration_json(on_ray) == _calibration_json(serial)
+    assert "caught in 16/16 cases by the activity band" in capsys.readouterr().out

@@ -702,6 +702,9 @@ def run_bench(
     """
     if clock not in _timing.CLOCKS:
         raise InputError(f"clock must be one of {sorted(_timing.CLOCKS)}, got {clock!r}")
+    from ..execution import timing_alone
+
+    timing_alone(f"benchmark {workload!r}")  # never beside other units (docs/scale-out.md)
     if budget is None and blocks is None:
         budget = 10.0
     _validate(budget, blocks, alpha, threshold)
@@ -826,6 +829,9 @@ def time_side(
     call after warm-up; a falsy result aborts."""
     if iterations < 1 or warmup < 0:
         raise InputError("iterations must be >= 1 and warmup >= 0")
+    from ..execution import timing_alone
+
+    timing_alone(f"timing {name!r}")  # never beside other units (docs/scale-out.md)
     side = _Side(name, resolve(fn))
     cold, _, _ = side.cold(sync)
     samples = SideSamples(name=name, cold_s=cold, warmup_samples=warmup)

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import InputError
 from ..spec import basis_table
 from .measure import calibrate
-from .mutations import DEFAULT_MUTATIONS, Mutation, mutated_runner
+from .mutations import DEFAULT_MUTATIONS, Mutation
 from .proposal import _split_by_noise
 from .result import DIRECTIONS, CalibrationResult
 
@@ -31,6 +31,7 @@ def calibrate_claim(
     model_mutations: Mapping[str, str] | None = None,
     min_cases: int = 16,
     seed: int = 0,
+    execution: Any = None,
 ) -> CalibrationResult:
     """Calibrate ``[claims.<claim_id>]`` of a spec (a path or a loaded Spec) in the claim's mode.
 
@@ -39,8 +40,13 @@ def calibrate_claim(
     is a count (the first n cases of the spec) or case names; all cases by default.
     ``model_mutations`` maps a name to a ``module:function`` (resolved from the spec's folder, like
     a runner's callable) that stands in for the candidate: a mutated model.
+
+    ``execution`` (:func:`paritygate.execution.plan`) runs the calibration's units -- a runner on
+    a case, each repeat of it, a model mutation on a case -- on a pool of workers or on Ray;
+    the workers are sent the mutations by name. Serially (the default) the reference and the
+    candidate run back to back in this process, case by case.
     """
-    from ..runners import make_runner
+    from ..execution import loaded_modules
     from ..spec import Spec, load_spec
 
     loaded: Spec = spec if isinstance(spec, Spec) else load_spec(spec)
@@ -51,15 +57,13 @@ def calibrate_claim(
     if metric == "ssim" and "data_range" not in params:
         raise InputError("an ssim claim needs params.data_range to be calibrated", where=where)
 
-    reference_runner = make_runner(loaded.reference, loaded) if claim.mode == "paired" else None
     recorded = None
     if claim.mode == "stored":
         from ..references import load_reference
 
         recorded = load_reference(loaded)
-    candidate_runner = make_runner(loaded.runners[candidate], loaded)
-    mutants = _mutant_runners(loaded, candidate, candidate_runner, model_mutations or {})
-    active = [r for r in (reference_runner, candidate_runner, *mutants.values()) if r is not None]
+    reference = loaded.reference.name if claim.mode == "paired" else None
+    mutations_run = _mutation_keys(loaded, candidate, model_mutations or {})
     band = claim.activity
     skipped = band is not None and band.calls is not None and band.measure == "skipped"
     reference_calls: dict[str, Any] = {}
@@ -71,21 +75,22 @@ def calibrate_claim(
             outputs[band.counter] = reference_calls[case.name] - outputs[band.counter]
         return outputs
 
-    try:
-        for runner in active:
-            runner.activate()
+    def baseline_of(case: Any, outputs: dict[str, Any] | None) -> Any:
+        if outputs is None:
+            return recorded.outputs(case.name)
+        if skipped and band.counter in outputs:
+            reference_calls[case.name] = outputs[band.counter]
+        return outputs
+
+    with _Units(loaded, reference, candidate, mutations_run, execution) as units:
+        units.run_all([c.name for c in chosen], repeats)
 
         def run_pair(case: Any) -> tuple[Any, Any]:
-            if reference_runner is not None:
-                baseline = reference_runner.run(case).outputs
-                if skipped and band.counter in baseline:
-                    reference_calls[case.name] = baseline[band.counter]
-            else:
-                baseline = recorded.outputs(case.name)
-            return baseline, as_skipped(case, candidate_runner.run(case).outputs)
+            baseline = baseline_of(case, units.next(reference, case))
+            return baseline, as_skipped(case, units.next(candidate, case))
 
-        def mutant(runner: Any) -> Callable[[Any], Any]:
-            return lambda case: as_skipped(case, runner.run(case).outputs)
+        def mutant(key: str) -> Callable[[Any], Any]:
+            return lambda case: as_skipped(case, units.next(key, case))
 
         result = calibrate(
             run_pair,
@@ -95,7 +100,7 @@ def calibrate_claim(
             repeats=repeats,
             reorder=reorder,
             mutations=mutations,
-            model_mutations={name: mutant(runner) for name, runner in mutants.items()},
+            model_mutations={name: mutant(key) for name, (key, _) in mutations_run.items()},
             margin_for=margin_for,
             mode=claim.mode,
             min_cases=min_cases,
@@ -108,12 +113,12 @@ def calibrate_claim(
             label=f"{candidate} against "
             f"{'the recorded reference' if recorded else loaded.reference.name}",
         )
-        _explain(result, claim)
-        return result
-    finally:
-        for runner in reversed(active):
-            if runner.active:
-                runner.deactivate()
+    if units.modules is not None:  # the libraries the workers loaded moved the numbers too
+        from .measure import _environment
+
+        result.environment["versions"] = _environment(units.modules | loaded_modules())["versions"]
+    _explain(result, claim)
+    return result
 
 
 def _calibrated_claim(spec: Any, claim_id: str) -> tuple[Any, str, str]:
@@ -164,23 +169,123 @@ def _chosen_candidate(claim: Any, candidate: str | None, where: str) -> str:
     return candidate
 
 
-def _mutant_runners(
-    spec: Any, candidate: str, candidate_runner: Any, model_mutations: Mapping[str, str]
-) -> dict[str, Any]:
-    """A runner per model mutation (``module:function``), standing in for the candidate."""
-
-    from ..runners import make_runner
-
-    base = spec.runners[candidate]
-    mutants = {}
+def _mutation_keys(
+    spec: Any, candidate: str, model_mutations: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """Each model mutation's name -> (the name its units run under, ``candidate[name]``; its
+    ``module:function``)."""
+    keys = {}
     for name, target in model_mutations.items():
         if ":" not in target:
             raise InputError(f"model mutation {name!r}: expected module:function, got {target!r}")
-        mutated = mutated_runner(base, candidate, name, target)
-        mutants[name] = make_runner(mutated, spec)
-        # A mutated model's activity is counted like the candidate's it stands in for.
-        mutants[name].count = getattr(candidate_runner, "count", ())
-    return mutants
+        key = f"{candidate}[{name}]"
+        if key in spec.runners:
+            raise InputError(f"model mutation {name!r}: the spec has a runner {key!r}")
+        keys[name] = (key, target)
+    return keys
+
+
+class _Units:
+    """The runs a calibration measures: the reference (paired claims), the candidate (every
+    repeat) and each model mutation, on every case.
+
+    Serially they run in this process when the measurement asks for them (the reference and the
+    candidate back to back, case by case, as the gate's paired oracle runs them). On a pool or on
+    Ray (``execution``) they are units of :func:`paritygate.execution.execute`, all run before
+    the measurement reads them: a repeat is the runner under the key ``runner (repeat r)``, a
+    mutation the candidate's runner with its model replaced, sent to the workers by its
+    ``module:function``. The first failure in the measurement's order is raised either way."""
+
+    def __init__(
+        self,
+        spec: Any,
+        reference: str | None,
+        candidate: str,
+        mutations: dict[str, tuple[str, str]],
+        execution: Any,
+    ):
+        from ..execution import Variant
+
+        self.spec = spec
+        self.execution = execution
+        self.bases = [r for r in (reference, candidate) if r is not None]
+        self.variants: dict[str, Variant] = {
+            key: (candidate, name, target) for name, (key, target) in mutations.items()
+        }
+        self.mutations = list(self.variants)
+        self.served: dict[tuple[str, str], int] = {}  # (runner, case) -> runs handed out
+        self.outcomes: dict[tuple[str, str], Any] = {}
+        self.live: dict[str, Any] = {}  # serially: the activated runners
+        self.modules: set[str] | None = None  # pool or Ray: what the units' processes loaded
+
+    @property
+    def serial(self) -> bool:
+        return self.execution is None or self.execution.engine == "serial"
+
+    def __enter__(self) -> _Units:
+        from ..execution import make_unit_runner
+
+        if self.serial:
+            try:
+                for name in [*self.bases, *self.mutations]:
+                    self.live[name] = make_unit_runner(self.spec, name, self.variants)
+                    self.live[name].activate()
+            except BaseException:
+                self.__exit__(None)
+                raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for runner in reversed(list(self.live.values())):
+            if runner.active:
+                runner.deactivate()
+        self.live.clear()
+
+    def _key(self, runner: str, repeat: int) -> str:
+        if repeat == 0 or runner in self.mutations:
+            return runner
+        return f"{runner} (repeat {repeat + 1})"
+
+    def run_all(self, cases: list[str], repeats: int) -> None:
+        """On a pool or Ray: every unit, before the measurement reads them."""
+        if self.serial:
+            return
+        from ..execution import execute
+
+        names, variants = [], dict(self.variants)
+        for repeat in range(repeats):
+            for base in self.bases:
+                key = self._key(base, repeat)
+                names.append(key)
+                if key != base:
+                    variants[key] = (base, None, None)
+        names += self.mutations
+        executed = execute(self.spec, names, cases, self.execution, variants=variants)
+        self.modules = executed.modules
+        order = [
+            (self._key(base, repeat), case)
+            for repeat in range(repeats)
+            for case in cases
+            for base in self.bases
+        ] + [(m, case) for m in self.mutations for case in cases]
+        for key, case in order:
+            failure = executed.activation.get(key)
+            outcome = executed.outcomes.get((key, case))
+            if failure is None and outcome is not None:
+                failure = outcome.failure
+            if failure is not None:
+                raise failure
+            self.outcomes[(key, case)] = outcome.outputs
+
+    def next(self, runner: str | None, case: Any) -> dict[str, Any] | None:
+        """The runner's outputs for the next run (repeat) of ``case``; None for no runner."""
+        if runner is None:
+            return None
+        repeat = self.served.get((runner, case.name), 0)
+        self.served[(runner, case.name)] = repeat + 1
+        if self.serial:
+            return self.live[runner].run(case).outputs
+        return self.outcomes[(self._key(runner, repeat), case.name)]
 
 
 def _explain(result: CalibrationResult, claim: Any) -> None:

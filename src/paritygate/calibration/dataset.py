@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import claim_metrics
 from ..errors import InputError
-from .mutations import mutated_runner
+from ..execution import mutated_runner
 
 # --------------------------------------------------------------------------------------------
 # Measurement

@@ -6,7 +6,6 @@ from __future__ import annotations
 import fnmatch
 import math
 import platform
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -566,7 +565,10 @@ def _distribution(
     )
 
 
-def _environment() -> dict[str, Any]:
+def _environment(modules: set[str] | None = None) -> dict[str, Any]:
+    """Hardware, date and the versions of the libraries loaded (by this process, or the
+    ``modules`` the processes that ran the units loaded)."""
+    from ..execution import loaded_modules
     from ..provenance import machine_facts, package_versions, utc_now
 
     facts = machine_facts()
@@ -574,11 +576,12 @@ def _environment() -> dict[str, Any]:
     gpus = facts.get("gpu") or []
     if gpus:
         hardware = f"{hardware}; {', '.join(map(str, gpus))}"
-    # Versions of the libraries this process actually loaded: those that moved the numbers.
+    # Versions of the libraries actually loaded: those that moved the numbers.
+    modules = loaded_modules() if modules is None else modules
     loaded = {
         name: version
         for name, version in package_versions().items()
-        if _MODULE_OF.get(name, name.replace("-", "_")) in sys.modules
+        if _MODULE_OF.get(name, name.replace("-", "_")) in modules
     }
     return {
         # The SIMD level too: framework kernels round by it (an AVX2 and an AVX-512 CPU differ).

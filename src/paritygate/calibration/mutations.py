@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -144,22 +143,3 @@ def mutations_named(text: str) -> tuple[Mutation, ...]:
             f"use {', '.join(BUILTIN_MUTATIONS)}, 'all' or 'none'"
         )
     return tuple(BUILTIN_MUTATIONS[n] for n in names)
-
-
-def mutated_runner(base: Any, candidate: str, name: str, target: str) -> Any:
-    """The candidate's runner with its model replaced by the mutation ``target``
-    ("module:function"): called like the runner it replaces (a factory built with the
-    candidate's options stays a factory; otherwise a plain in-process callable)."""
-    import dataclasses
-
-    if base.factory:
-        return dataclasses.replace(base, name=f"{candidate}[{name}]", factory=target)
-    return dataclasses.replace(
-        base,
-        name=f"{candidate}[{name}]",
-        kind="python",
-        callable=target,
-        factory=None,
-        options={},
-        command=None,
-    )

@@ -147,6 +147,14 @@ def _fraction(value: str | None) -> float | None:
 )
 @click.option("--recalibrate", is_flag=True, help="measure the A/A threshold again")
 @click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    default=None,
+    help="run each benchmark on a node of this Ray cluster that it has alone ('local' starts "
+    "one here); refused, saying why, when no node is idle",
+)
+@click.option(
     "--clock",
     type=click.Choice(["wall", "cpu"]),
     default="wall",
@@ -163,9 +171,13 @@ def run(
     json_dir: str | None,
     history_dir: str | None,
     recalibrate: bool,
+    ray_address: str | None,
     clock: str,
 ) -> int:
     """Run the [benchmarks.NAME] tables of FILE (a spec or its own TOML); all when no NAME.
+
+    A benchmark never shares its node with other units of work: here, it is refused while a
+    run's workers are busy; with --ray, it runs on an idle node asked for whole.
 
     Exit 0 when every benchmark is faster or equivalent, 1 when one is slower or inconclusive."""
     from ..bench._history import append
@@ -183,14 +195,29 @@ def run(
     worst = 0
     for name in names or tuple(tables):
         table = tables[name]
-        result = run_table(
-            table,
-            budget=seconds,
-            threshold=fraction,
-            processes=processes,
-            recalibrate=recalibrate,
-            clock=clock,
-        )
+        options = {
+            "budget": seconds,
+            "threshold": fraction,
+            "processes": processes,
+            "recalibrate": recalibrate,
+            "clock": clock,
+        }
+        if ray_address is not None:
+            from ..bench import BenchResult
+            from ..execution import timed_on_ray
+
+            address = None if ray_address == "local" else ray_address
+            data = timed_on_ray(
+                address,
+                "paritygate.cli.bench:table_on_node",
+                str(Path(file).resolve()),
+                name,
+                options,
+                what=f"benchmark {name}",
+            )
+            result = BenchResult.from_dict(data, where=f"benchmark {name} on Ray")
+        else:
+            result = run_table(table, **options)
         _print_result(console, result, f"{name}: {table.workload}")
         if json_dir:
             Path(json_dir).mkdir(parents=True, exist_ok=True)
@@ -200,6 +227,13 @@ def run(
             click.echo(f"history: appended to {append(result, folder)}")
         worst = max(worst, 0 if result else 1)
     return worst
+
+
+def table_on_node(file: str, name: str, options: dict) -> dict:
+    """One benchmark table run where it is called (a Ray node it has alone), as JSON data."""
+    from ..bench._table import load_tables, run_table
+
+    return run_table(load_tables(file)[name], **options).to_dict()
 
 
 @bench_command.command("history")

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from .gate import _JOBS, _RAY
+
 __all__ = ["calibrate_command"]
 
 
@@ -89,6 +91,8 @@ def _run_failed(spec: Path, claim_id: str, exc: Any) -> Exception:
     help="Fewest cases accepted: the next case exceeds n observed ones with probability ~1/(n+1).",
 )
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs per case.")
+@_JOBS
+@_RAY
 @click.option(
     "--reorder", is_flag=True, help="Shuffle the case order in every repeat after the first."
 )
@@ -150,6 +154,8 @@ def calibrate_command(
     skipped: tuple[str, ...],
     min_cases: int,
     repeats: int,
+    jobs: str | None,
+    ray_address: str | None,
     reorder: bool,
     margins: tuple[str, ...],
     model_mutations: tuple[str, ...],
@@ -164,7 +170,9 @@ def calibrate_command(
     Runs in the claim's mode (paired: reference and candidate back to back in this process;
     stored: the candidate against the recorded reference). Prints the distributions, the gap
     between the largest noise and the smallest bug signal, the risk that comes with n cases and
-    the proposal. Exit codes: 0 a bound (or exact claim) is proposed, 1 refused (no gap: change
+    the proposal. With --jobs or --ray the runs (a runner on a case, every repeat, every model
+    mutation on a case) run on worker processes or a Ray cluster and give the same result.
+    Exit codes: 0 a bound (or exact claim) is proposed, 1 refused (no gap: change
     the comparison, not the constant), 2 bad input.
     """
     from ..calibration import (
@@ -179,10 +187,16 @@ def calibrate_command(
     from ..results import to_jsonable
 
     chosen = choose_cases(spec, cases, case_names, skipped)
+    from ..errors import InputError
+    from ..execution import plan
     from ..spec import load_spec as _load
 
-    loaded_claim = _load(spec).claims.get(claim_id)
+    loaded = _load(spec)
+    execution = plan(loaded, jobs=jobs, ray=ray_address)
+    loaded_claim = loaded.claims.get(claim_id)
     if loaded_claim is not None and loaded_claim.scope == "dataset":
+        if jobs is not None or ray_address is not None:
+            raise InputError("a dataset claim is calibrated serially: leave out --jobs and --ray")
         return _dataset_claim(spec, claim_id, candidate, chosen, model_mutations, write, unit)
     try:
         result = calibrate_claim(
@@ -196,6 +210,7 @@ def calibrate_command(
             model_mutations=_pairs(model_mutations, "--model-mutation", number=False),
             mutations=mutations_named(mutation_names),
             min_cases=min_cases,
+            execution=execution,
         )
     except RunFailure as exc:
         raise _run_failed(spec, claim_id, exc) from None

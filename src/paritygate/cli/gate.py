@@ -35,6 +35,12 @@ _RAY = click.option(
     help="Run the units on a Ray cluster (host:port or ray://...; 'local' starts one here). "
     "Needs pip install paritygate[ray].",
 )
+_PROGRESS = click.option(
+    "--progress/--no-progress",
+    "show_progress",
+    default=None,
+    help="One progress bar over every unit, on stderr (default: only on a terminal).",
+)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -44,8 +50,9 @@ def _console(stderr: bool = False) -> Any:
 
 
 @contextmanager
-def _progress(label: str) -> Iterator[Any]:
-    """A progress bar on stderr for long runs (hidden when stderr is not a terminal)."""
+def _progress(label: str, show: bool | None = None) -> Iterator[Any]:
+    """One progress bar on stderr over every unit of a run, whichever worker ran it (hidden
+    when stderr is not a terminal, unless ``show``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(
@@ -55,7 +62,7 @@ def _progress(label: str) -> Iterator[Any]:
         TimeElapsedColumn(),
         console=_console(stderr=True),
         transient=True,
-        disable=not sys.stderr.isatty(),
+        disable=not (sys.stderr.isatty() if show is None else show),
     )
     task = progress.add_task(label, total=None)
 
@@ -66,10 +73,77 @@ def _progress(label: str) -> Iterator[Any]:
         yield update
 
 
+PARTIAL_RESULT = "partial-result.json"
+
+
+class _Partial:
+    """``partial-result.json`` in the reports folder, rewritten as units arrive (at most about
+    once a second) while the gate runs: what was evaluated so far, ``"status": "incomplete"``,
+    ``"passed": false``. An interrupted gate leaves it, saying why it stopped; a gate that ends
+    removes it (result.json says the rest)."""
+
+    EVERY = 1.0  # seconds between rewrites
+
+    def __init__(self, folder: Path, spec: Path):
+        from ..provenance import utc_now
+
+        self.path = folder / PARTIAL_RESULT
+        self.data: dict[str, Any] = {
+            "status": "incomplete",
+            "passed": False,
+            "spec": str(spec),
+            "started": utc_now(),
+            "stopped": "running",
+            "units_done": 0,
+            "units_total": None,
+            "units": [],
+        }
+        self.last = 0.0
+
+    def progress(self, update: Any) -> Any:
+        def both(stage: str, done: int, total: int) -> None:
+            self.data["units_total"] = total
+            update(stage, done, total)
+
+        return both
+
+    def arrived(self, outcome: Any) -> None:
+        import time
+
+        unit: dict[str, Any] = {"runner": outcome.runner, "case": outcome.case}
+        if outcome.failure is not None:
+            unit.update(ran="failed", failure=outcome.failure.one_line())
+        else:
+            unit.update(ran="ok", outputs=list(outcome.outputs or {}))
+        self.data["units"].append(unit)
+        self.data["units_done"] = len(self.data["units"])
+        if len(self.data["units"]) == 1 or time.monotonic() - self.last >= self.EVERY:
+            self.write()
+
+    def write(self, stopped: str | None = None) -> None:
+        import json
+        import time
+
+        from ..files import atomic_write_text
+
+        if stopped is not None:
+            self.data["stopped"] = stopped
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps(self.data, indent=1) + "\n")
+        except OSError:  # a report folder that cannot be written fails the gate at the end
+            pass
+        self.last = time.monotonic()
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 @click.command("record")
 @_SPEC
 @_JOBS
 @_RAY
+@_PROGRESS
 @click.option("--dry-run", is_flag=True, help="Run the reference and show the diff; write nothing.")
 @click.option(
     "--yes",
@@ -78,7 +152,12 @@ def _progress(label: str) -> Iterator[Any]:
     help="Replace a previous reference without asking (asked only on a terminal).",
 )
 def record_command(
-    spec_path: Path, jobs: str | None, ray_address: str | None, dry_run: bool, yes: bool
+    spec_path: Path,
+    jobs: str | None,
+    ray_address: str | None,
+    show_progress: bool | None,
+    dry_run: bool,
+    yes: bool,
 ) -> int:
     """Run the reference on every case and record its outputs with provenance.
 
@@ -99,7 +178,7 @@ def record_command(
             return click.confirm("Replace the previous reference?", default=False)
         return True
 
-    with _progress("record") as update:
+    with _progress("record", show_progress) as update:
         result = record(
             spec,
             dry_run=dry_run,
@@ -171,6 +250,7 @@ def _show_drift(console: Any, lines: list[str]) -> None:
 @_SPEC
 @_JOBS
 @_RAY
+@_PROGRESS
 @click.option(
     "--claim", "claims", multiple=True, metavar="ID", help="Evaluate only this claim (repeatable)."
 )
@@ -201,6 +281,7 @@ def gate_command(
     spec_path: Path,
     jobs: str | None,
     ray_address: str | None,
+    show_progress: bool | None,
     claims: tuple[str, ...],
     cases: tuple[str, ...],
     hardware: str | None,
@@ -213,26 +294,47 @@ def gate_command(
     Exit 0 only when every claim holds for every case; 1 when a claim is violated, a runner
     failed or no claim was evaluated; 3 on drift; 4 when every claim holds for another hardware
     class than this machine's (it cannot run here).
+
+    While it runs, partial-result.json in the reports folder lists the units evaluated so far
+    (status incomplete, never passed); an interrupted gate (Ctrl-C, SIGTERM) leaves it behind
+    and exits 2.
     """
-    from ..execution import plan
+    from ..children import Terminated
+    from ..errors import UserError
+    from ..execution import listening, plan
     from ..gate import run_gate
     from ..reports import write_all
     from ..spec import load_spec
 
     spec = load_spec(spec_path)
     execution = plan(spec, jobs=jobs, ray=ray_address)
-    with _progress("gate") as update:
-        result = run_gate(
-            spec,
-            claims=claims or None,
-            cases=cases or None,
-            hardware=hardware,
-            progress=update,
-            stop_at_first_violation=exitfirst,
-            execution=execution,
-        )
+    folder = out_dir if out_dir is not None else spec.reports
+    partial = _Partial(folder, spec_path)
+    partial.write()
+    try:
+        with _progress("gate", show_progress) as update, listening(partial.arrived):
+            result = run_gate(
+                spec,
+                claims=claims or None,
+                cases=cases or None,
+                hardware=hardware,
+                progress=partial.progress(update),
+                stop_at_first_violation=exitfirst,
+                execution=execution,
+            )
+    except KeyboardInterrupt as exc:
+        name = str(exc) if isinstance(exc, Terminated) else "SIGINT"
+        partial.write(stopped=f"aborted ({name})")
+        raise
+    except UserError:  # bad input: nothing was evaluated
+        partial.finish()
+        raise
+    except BaseException as exc:
+        partial.write(stopped=f"failed: {type(exc).__name__}")
+        raise
     data = result.to_dict()
-    paths = write_all(data, out_dir if out_dir is not None else spec.reports)
+    paths = write_all(data, folder)
+    partial.finish()
     from ..reports.terminal import print_result
 
     print_result(_console(), data, verbose=verbose, report=str(paths["html"]))
