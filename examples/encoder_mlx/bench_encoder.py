@@ -120,6 +120,11 @@ def workloads() -> dict[str, list[data.Item]]:
 
 
 def _source_revision() -> str:
+    """The commit this code is (``-dirty`` when the example's folder has changes); a bundle made
+    by gpu/bundle.sh (no .git) carries it in SOURCE_REVISION, written from a clean tree."""
+    stamp = HERE / "SOURCE_REVISION"
+    if stamp.is_file():
+        return stamp.read_text().strip()
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
