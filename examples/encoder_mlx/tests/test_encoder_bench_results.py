@@ -18,7 +18,12 @@ import sys
 
 import pytest
 
-from paritygate.bench import HARNESS_VERSION, _stats, load_samples
+from paritygate.bench import (
+    HARNESS_VERSION,
+    hodges_lehmann_interval,
+    load_samples,
+    min_decisive_pairs,
+)
 
 COMMAND = re.compile(r"^python (bench_encoder\.py .*--out (bench-results/\S+\.json))$", re.M)
 OLDER = "**Results from an older harness.**"
@@ -126,9 +131,9 @@ def test_committed_results_are_what_the_readme_commands_write(example_folder, tm
             for cname, entry in wres["comparisons"].items():
                 res = samples[f"{wname}/{cname}"]
                 logs = [math.log(r) for r in res.pair_ratios]
-                _, (lo, hi) = _stats.hodges_lehmann_interval(logs, 1 - res.confidence)
+                _, (lo, hi) = hodges_lehmann_interval(logs, 1 - res.confidence)
                 assert entry["speedup_ci"] == pytest.approx([math.exp(-hi), math.exp(-lo)])
-                assert res.blocks >= _stats.min_decisive_pairs(0.05)
+                assert res.blocks >= min_decisive_pairs(0.05)
 
 
 def test_fewer_blocks_than_a_verdict_needs_are_refused(example_folder, tmp_path):
