@@ -12,9 +12,12 @@
 - **Loops per sample** are calibrated so one sample lasts at least 100x the harness overhead;
   **warm-up** runs until the rolling median settles (at most 10 % of the budget); the default
   **sync** does nothing in the timed region for outputs that need none.
-- **Cold** calls are timed apart, **stages** come from the same iterations, **percentiles** need
-  enough samples, outputs are **checked while timing**, raw samples and **provenance** (with
-  the **noise checks**) are kept; results whose checked provenance differs are not compared.
+- **Cold** calls are timed apart, **stages** come from the same iterations (``stage_amdahl``:
+  the Amdahl bound from a stage's measured fraction and its own speedup), **percentiles** need
+  enough samples, outputs are **checked while timing**, raw samples (``save_samples``: gzip
+  JSON, no pickle) and **provenance** (with the **noise checks**) are kept; results whose
+  checked provenance differs are not compared.
+- No verdict before ``min_decisive_pairs`` block pairs (12 at 95 %): fewer are undecided.
 
 See docs/bench.md for the statistics and their assumptions.
 """
