@@ -1,6 +1,7 @@
 """Benchmarks of the six optimizations with paritygate.bench (offline; never in CI).
 
-    python bench_encoder.py --device cpu --plan small --blocks 8 --block-size 1 \
+    python bench_encoder.py --device cpu --plan small --workloads fixed --blocks 12 \
+        --block-size 1 --p95-candidates baseline compiled --sweep-calls 10 \
         --out bench-results/cpu.json                                         # shared 2-core CPU
     python bench_encoder.py --device gpu --budget 8 --out $OUT/gpu.json      # on the GPU machine
 
@@ -27,11 +28,16 @@ are skipped and listed under ``skipped``):
    argmax agreement >= 0.9 on the GPU and for quantization, the largest max-abs difference kept);
    stages (prepare, build, compute, postprocess) from the same iterations; the Amdahl bound
    ``1 / (1 - f + f / s)`` from the baseline's measured fraction ``f`` of the stage the
-   optimization targets and the measured speedup ``s``; padding waste and computed tokens;
+   optimization targets and that stage's own measured speedup ``s`` (``stage_amdahl``; an
+   end-to-end speedup above it means another stage changed too); padding waste and computed
+   tokens; every comparison's raw samples in ``<out>.samples.json.gz`` (gzip JSON, no pickle:
+   ``paritygate.bench.load_samples`` recomputes each interval from them);
 3. latency on the other ``--p95-workloads`` classes (the baseline and the paths built for each);
 4. the block-local break-even sweep over lengths (random ids, one item).
 
 Figures are labelled with the device they ran on; a CPU figure says nothing about the GPU.
+``--blocks`` below the harness's minimum for a verdict (``min_decisive_pairs``: 12 at 95 %) is
+refused: such a comparison could only come out undecided.
 """
 
 from __future__ import annotations
@@ -114,6 +120,11 @@ def workloads() -> dict[str, list[data.Item]]:
 
 
 def _source_revision() -> str:
+    """The commit this code is (``-dirty`` when the example's folder has changes); a bundle made
+    by gpu/bundle.sh (no .git) carries it in SOURCE_REVISION, written from a clean tree."""
+    stamp = HERE / "SOURCE_REVISION"
+    if stamp.is_file():
+        return stamp.read_text().strip()
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
@@ -263,6 +274,11 @@ def _write(path: Path, result: dict) -> None:
     os.replace(tmp, path)
 
 
+def samples_path(out: Path) -> Path:
+    """The raw samples of ``out``'s comparisons: ``cpu.json`` -> ``cpu.samples.json.gz``."""
+    return out.with_name(out.stem + ".samples.json.gz")
+
+
 def latency(gate_runners, loads, wname, names, calls, label, seconds, per_call=None):
     """p95 from ``calls`` single calls per path (cold call apart, 5 warm-up calls), with the
     model's load time and MLX's memory after the calls, within ``seconds``: a path whose
@@ -346,7 +362,22 @@ def main() -> None:
 
     import mlx.core as mx
 
-    from paritygate.bench import amdahl_bound, input_fingerprint, run_bench
+    from paritygate.bench import (
+        HARNESS_VERSION,
+        input_fingerprint,
+        min_decisive_pairs,
+        run_bench,
+        save_samples,
+        stage_amdahl,
+    )
+
+    if args.blocks is not None and args.blocks < min_decisive_pairs(0.05):
+        print(
+            f"bench_encoder.py: --blocks {args.blocks}: a verdict needs at least "
+            f"{min_decisive_pairs(0.05)} block pairs (min_decisive_pairs at 95 %)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
     mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
     import gate_runners
@@ -367,7 +398,9 @@ def main() -> None:
         "tf32": tf32 if args.device == "gpu" else None,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source_revision": _source_revision(),
+        "harness_version": HARNESS_VERSION,
         "command": " ".join(sys.argv),
+        "samples": samples_path(args.out).name,
         "workloads": {},
         "skipped": [],
     }
@@ -408,6 +441,7 @@ def main() -> None:
     runs = [] if args.extras_only else chosen
     todo = [(w, c) for w in runs for c in candidates if c in plan.get(w, ALL)]
     base = gate_runners.encoder_for("baseline")
+    raw: dict = {}  # every comparison's BenchResult, saved with its samples
     for wname in runs:
         items = loads[wname]
         prepared = data.prepare_items(tok, items)
@@ -484,7 +518,9 @@ def main() -> None:
                 _write(args.out, result)
                 continue
             stats = enc.last
-            f = res.baseline.stage_fractions().get(TARGET_STAGE[cand])
+            amdahl = stage_amdahl(res.baseline, res.candidate, TARGET_STAGE[cand])
+            raw[f"{wname}/{cand}"] = res
+            save_samples(raw, samples_path(args.out))
             final = enc(items)
             entry = {
                 "verdict": str(res.verdict),
@@ -507,8 +543,9 @@ def main() -> None:
                 "padding_waste": {"baseline": base.last.padding_waste, cand: stats.padding_waste},
                 "computed_tokens": {"baseline": base.last.padded_tokens, cand: stats.padded_tokens},
                 "target_stage": TARGET_STAGE[cand],
-                "target_fraction": f,
-                "amdahl_bound": amdahl_bound(f, res.speedup) if f and res.speedup > 0 else None,
+                "target_fraction": amdahl["fraction"],
+                "stage_speedup": amdahl["stage_speedup"],
+                "amdahl_bound": amdahl["bound"],
                 "output_check": {
                     "rule": "byte-equal" if check.exact else "finite, argmax agreement >= 0.9",
                     "max_abs_vs_baseline": max(check.max_abs, _max_abs(ref_out, final)),

@@ -16,6 +16,7 @@ import pytest
 from paritygate.bench import (
     BenchResult,
     Verdict,
+    _noise,
     _stats,
     _timing,
     amdahl_bound,
@@ -23,11 +24,16 @@ from paritygate.bench import (
     decide,
     format_ratio,
     input_fingerprint,
+    load_samples,
+    min_decisive_pairs,
     min_pairs,
     min_samples_for,
     percentile,
     run_bench,
+    save_samples,
+    stage_amdahl,
 )
+from paritygate.bench._run import SideSamples
 from paritygate.errors import InputError, UserError
 
 
@@ -48,7 +54,7 @@ def test_false_alarm_rate_is_exact_under_a_symmetric_null():
     """Under any distribution symmetric about 0, given the magnitudes every sign pattern is
     equally likely; counting the patterns called 'slower' gives the exact false-alarm rate,
     which must equal the signed-rank tail P(T+ <= k) and stay below alpha / 2."""
-    n, alpha = 10, 0.05
+    n, alpha = 12, 0.05
     magnitudes = np.random.default_rng(3).exponential(0.05, n)  # distinct: no ties, no zeros
     calls = {v: 0 for v in Verdict}
     wider = 0
@@ -77,7 +83,7 @@ def test_critical_values_match_the_signed_rank_table():
     assert abs(exact - approx) < 2e-3
 
 
-def _simulate(looks_alpha, sims=200, max_pairs=140, seed=7):
+def _simulate(looks_alpha, sims=200, max_pairs=160, seed=7):
     """Fraction of A/A sequences (heavy-tailed, symmetric, theta = 0) called at any look."""
     rng = np.random.default_rng(seed)
     schedule = [n for n in _stats.look_schedule(0.05, max_pairs)]
@@ -224,7 +230,7 @@ def test_a_real_slowdown_is_called_slower_with_its_evidence():
     result = run_bench(_worker(10_000), _worker(30_000), workload="work", budget=20, threshold=0.2)
     assert result.verdict is Verdict.SLOWER and not result and result.slower
     assert result.describe().startswith("slower: ") and "x slower" in result.describe()
-    assert result.blocks == len(result.pair_ratios) >= 7
+    assert result.blocks == len(result.pair_ratios) >= min_decisive_pairs(0.025) == 13
     assert result.stop_reason.startswith("decisive at look") and result.looks
     design = result.provenance["design"]
     assert design["loops_per_sample"] == 1 and design["sync"] == "none (outputs need none)"
@@ -441,3 +447,109 @@ def test_an_l2_flush_needs_cuda_outputs():
         flush=lambda: flushed.append(1),
     )
     assert flushed  # a callable flush runs between samples
+
+
+# ---------------------------------------------------------------- the benchmark method (issue 25)
+
+
+def test_fewer_pairs_than_a_verdict_needs_are_undecided_never_a_pass():
+    # the minimum is derived from the rule: k >= n, so no single pair reaches either end
+    assert min_decisive_pairs(0.05) == 12 and _stats.signed_rank_critical(12, 0.05) >= 12
+    assert _stats.signed_rank_critical(11, 0.05) < 11
+    clear = [math.log(1.5) + 0.01 * i for i in range(12)]
+    assert decide(clear, 0.03, 0.05).verdict is Verdict.SLOWER
+    short = decide(clear[:11], 0.03, 0.05)  # every pair says slower, but one pair could decide
+    assert short.verdict is Verdict.INCONCLUSIVE and short.more_pairs == 1
+
+    # why: at 11 pairs one wild pair drags the interval's end past any threshold; at 12 it cannot
+    def upper(diffs):
+        return _stats.hodges_lehmann_interval(diffs, 0.05)[1][1]
+
+    calm = [0.01 * (i - 5) for i in range(11)]
+    assert upper(calm[:-1] + [5.0]) > 1.0 > 0.2 > upper(calm + [0.0])
+    assert upper(calm + [5.0]) < 0.2
+    # sequential looks start where a verdict is possible, each at least that many pairs
+    looks = _stats.look_schedule(0.05, 300)
+    assert looks[0] == 13 and all(
+        n >= min_decisive_pairs(_stats.look_alpha(0.05, j)) for j, n in enumerate(looks)
+    )
+    # run_bench with fixed blocks below the minimum: a 3x slowdown is still undecided
+    result = run_bench(_sleeper(0.0), _worker(30_000), workload="few", blocks=8, threshold=0.1)
+    assert result.verdict is Verdict.INCONCLUSIVE and not result
+    assert "undecided: a verdict needs 12 block pairs" in result.stop_reason
+
+
+def test_stage_amdahl_uses_the_stage_fraction_and_the_stage_speedup():
+    def side(name, prepare, compute, n=30):
+        return SideSamples(
+            name=name,
+            cold_s=0.0,
+            end_to_end_s=[prepare + compute] * n,
+            stages_s={"prepare": [prepare] * n, "compute": [compute] * n},
+        )
+
+    base = side("baseline", 0.2, 0.8)  # f(compute) = 0.8 exactly
+    only_compute = side("fast", 0.2, 0.2)  # compute 4x faster, nothing else changed
+    got = stage_amdahl(base, only_compute, "compute")
+    assert got["fraction"] == pytest.approx(0.8) and got["stage_speedup"] == pytest.approx(4.0)
+    assert got["bound"] == pytest.approx(2.5) == 1.0 / 0.4  # = the end-to-end speedup here
+    # the planted error: plugging the end-to-end speedup in as the stage speedup
+    both = side("both", 0.1, 0.2)  # prepare sped up too: end to end 1.0 / 0.3 = 3.33x
+    planted = amdahl_bound(0.8, 1.0 / 0.3)
+    assert planted == pytest.approx(1 / (0.2 + 0.8 * 0.3)) and planted < 1.0 / 0.3
+    measured = stage_amdahl(base, both, "compute")
+    assert measured["bound"] == pytest.approx(2.5) != pytest.approx(planted)
+    # a bound below the measured speedup says another stage changed too
+    assert measured["bound"] < 1.0 / 0.3
+    with pytest.raises(InputError, match="stage 'postprocess' was not timed on both sides"):
+        stage_amdahl(base, both, "postprocess")
+
+
+def test_saved_samples_recompute_every_interval(tmp_path):
+    result = run_bench(_sleeper(0.0), _worker(20_000), workload="s", blocks=12, threshold=0.1)
+    path = tmp_path / "run.samples.json.gz"
+    save_samples({"s": result}, path)
+    raw = path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b"  # gzip, not pickle
+    ((name, loaded),) = load_samples(path).items()
+    assert name == "s" and loaded.baseline.end_to_end_s == result.baseline.end_to_end_s
+    # the interval again, from the saved pair ratios alone
+    logs = [math.log(r) for r in loaded.pair_ratios]
+    _, (lo, hi) = _stats.hodges_lehmann_interval(logs, 1 - loaded.confidence)
+    assert (math.exp(lo), math.exp(hi)) == pytest.approx(result.ratio_ci, rel=1e-12)
+    # ... and the pair ratios again, from the saved block medians
+    medians = zip(loaded.baseline.block_medians_s, loaded.candidate.block_medians_s)
+    again = [c / b for b, c in medians]
+    assert again == pytest.approx(loaded.pair_ratios, rel=1e-12)
+    # a tampered sample no longer gives the saved interval
+    logs[0] += 1.0
+    _, tampered = _stats.hodges_lehmann_interval(sorted(logs), 1 - loaded.confidence)
+    assert (math.exp(tampered[0]), math.exp(tampered[1])) != pytest.approx(result.ratio_ci)
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(InputError, match="not a gzip-compressed JSON samples file"):
+        load_samples(bad)
+
+
+def test_a_cached_a_a_threshold_is_not_reused_under_another_load(monkeypatch):
+    readings = {
+        "quiet": {"cpu_count": 2, "cpus_usable": 2, "load_average": [0.3, 0.3, 0.3]},
+        "busy": {"cpu_count": 2, "cpus_usable": 2, "load_average": [3.1, 3.0, 2.9]},
+    }
+    assert [_noise.load_class(r) for r in readings.values()] == ["quiet", "busy"]
+    assert _noise.load_class({}) == "unmeasured"
+    now = {"reading": readings["quiet"]}
+    monkeypatch.setattr(_noise, "snapshot", lambda *a, **k: dict(now["reading"]))
+
+    def run():
+        return run_bench(_sleeper(0.0), _sleeper(0.0), workload="aa-load", blocks=6)
+
+    quiet = run()
+    assert "quiet" in quiet.threshold_source and "cached" not in quiet.threshold_source
+    now["reading"] = readings["busy"]
+    busy = run()  # measured again: a quiet threshold does not judge a busy run
+    assert "busy" in busy.threshold_source and "cached" not in busy.threshold_source
+    now["reading"] = readings["quiet"]
+    again = run()  # the same conditions reuse it
+    assert "quiet" in again.threshold_source and "cached" in again.threshold_source
+    assert again.threshold == quiet.threshold

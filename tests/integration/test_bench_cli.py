@@ -49,7 +49,7 @@ def test_bench_run_from_a_table_exits_on_the_verdict_and_appends_history(tmp_pat
 baseline = "work_mod:one"
 candidate = "work_mod:three"
 workload = "loop, 10k vs 30k"
-blocks = 10
+blocks = 12
 threshold = 0.2
 processes = 0
 history = "hist"

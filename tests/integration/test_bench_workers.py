@@ -48,7 +48,7 @@ def test_sides_run_in_worker_processes_by_default_when_importable():
         bench_workloads.work_1x,
         "bench_workloads:work_3x",
         workload="w",
-        blocks=10,  # the interval then ignores the most extreme pairs a busy machine makes
+        blocks=12,  # the interval then ignores the most extreme pairs a busy machine makes
         threshold=0.3,
         processes=2,
     )
@@ -96,7 +96,7 @@ def test_the_cpu_clock_leaves_out_time_the_process_does_not_run(processes):
     # gave 1.8x on the wall clock; here it went down to 3.3x), and waking up from the sleep
     # costs CPU time of its own (1 ms of work after a 30 ms sleep took 2x the CPU time of the
     # same work in a tight loop; here the CPU interval's top went up to 1.5x)
-    kwargs = dict(workload="w", blocks=8, processes=processes, noise=False)
+    kwargs = dict(workload="w", blocks=12, processes=processes, noise=False)
     sides = ("bench_workloads:works", "bench_workloads:sleeps_then_works")
     cpu = run_bench(*sides, clock="cpu", threshold=3.0, **kwargs)  # equivalent: within 4x
     wall = run_bench(*sides, clock="wall", threshold=0.5, **kwargs)  # slower: beyond 1.5x

@@ -14,10 +14,16 @@ set -euo pipefail
 dest="${1:?usage: bundle.sh DEST [PIP]}"
 pip="${2:-python3 -m pip}"
 here="$(cd "$(dirname "$0")/../../.." && pwd)"
+if [ -n "$(git -C "$here" status --porcelain -- src pyproject.toml examples/encoder_mlx)" ]; then
+  echo "bundle.sh: commit first: src/ or examples/encoder_mlx/ has changes (results name a clean commit)" >&2
+  exit 2
+fi
 rm -rf "$dest/src" "$dest/examples" "$dest/.site-encoder"
 mkdir -p "$dest/wheels"
 tar -C "$here" --exclude __pycache__ --exclude '*.pyc' --exclude examples/encoder_mlx/tests \
   -cf - src pyproject.toml examples/encoder_mlx | tar -C "$dest" -xf -
+# the commit the results will name (the bundle has no .git; bench_encoder.py reads this file)
+git -C "$here" rev-parse HEAD > "$dest/examples/encoder_mlx/SOURCE_REVISION"
 $pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
   -d "$dest/wheels" tokenizers==0.23.3 safetensors==0.8.0 tomlkit==0.15.2 click==8.5.1 \

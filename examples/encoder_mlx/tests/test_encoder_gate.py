@@ -88,7 +88,12 @@ def test_quantization_that_quantizes_nothing_fails_its_activity_band(heldout_spe
 
 
 @pytest.mark.parametrize(
-    "doc,spec_name", [("README.md", "parity.toml"), ("QUALITY.md", "parity-heldout.toml")]
+    "doc,spec_name",
+    [
+        ("README.md", "parity.toml"),
+        ("QUALITY.md", "parity-heldout.toml"),
+        ("SPEED.md", "parity-speed.toml"),
+    ],
 )
 def test_docs_publish_the_numbers_the_gates_enforce(example_folder, doc, spec_name):
     assert (

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["snapshot", "busy_processes", "unstable_reasons"]
+__all__ = ["snapshot", "busy_processes", "unstable_reasons", "load_class"]
 
 _CPU_DIR = Path("/sys/devices/system/cpu")
 
@@ -177,3 +177,19 @@ def unstable_reasons(reading: dict[str, Any]) -> list[str]:
         if "throttle_reasons" in gpu and gpu["throttle_reasons"] & _THROTTLE_MASK:
             reasons.append(f"GPU {gpu['index']} throttled (reasons {gpu['throttle_reasons']:#x})")
     return reasons
+
+
+def load_class(reading: dict[str, Any]) -> str:
+    """The machine's load as a class that keys cached A/A thresholds: ``quiet`` (1-minute load
+    average at most 0.75 per usable CPU, the level :func:`unstable_reasons` flags, and no other
+    busy process), ``busy`` (up to 2 per CPU), ``overloaded`` (more), ``unmeasured`` (no reading,
+    ``noise=False``). A threshold measured in one class is never reused in another: a quiet
+    machine's A/A spread says nothing about a busy run."""
+    load = reading.get("load_average")
+    if not load:
+        return "unmeasured"
+    cpus = reading.get("cpus_usable") or reading.get("cpu_count") or 1
+    per_cpu = load[0] / cpus
+    if per_cpu <= 0.75 and not reading.get("busy_processes"):
+        return "quiet"
+    return "busy" if per_cpu <= 2.0 else "overloaded"

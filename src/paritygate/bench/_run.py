@@ -23,7 +23,7 @@ from ._stats import Verdict, format_ratio
 __all__ = ["SideSamples", "BenchResult", "run_bench", "time_side", "HARNESS_VERSION", "resolve"]
 
 # Bump when the timing loop or the decision rule changes: it keys the cached A/A thresholds.
-HARNESS_VERSION = "2.0"
+HARNESS_VERSION = "3.0"  # 3.0: 12 pairs (13 at the first look) before any verdict
 RESULT_FORMAT_VERSION = 2  # 1: verdict string, baseline-spread rule; 2: structured verdict
 _BLOCK_TARGET_S = 0.02  # one side's block lasts about this long
 _FIXED_WARMUP_CAP_S = 2.0  # warm-up bound when no budget is given
@@ -576,7 +576,7 @@ def _measure(
         capped = design.blocks is not None and pair >= design.blocks
         if threshold is not None and (pair in schedule or out_of_budget or capped):
             alpha_j = _stats.look_alpha(design.alpha, look_index)
-            if pair >= _stats.min_pairs(alpha_j):
+            if pair >= _stats.min_decisive_pairs(alpha_j):
                 decision = _stats.decide(logs, threshold, alpha_j)
                 looks.append(
                     {
@@ -729,6 +729,7 @@ def run_bench(
             processes=count,
             import_name=base_name,
             clock=clock,
+            noise_reading=before if noise else None,
         )
     else:
         source = "(stated)"
@@ -760,7 +761,7 @@ def run_bench(
         if budget is None:
             decision = _stats.decide(logs, threshold, alpha)
         else:
-            needed = _stats.min_pairs(_stats.look_alpha(alpha, 0))
+            needed = _stats.min_decisive_pairs(_stats.look_alpha(alpha, 0))
             decision = _inconclusive(logs, threshold, needed)
     warnings = list(run["warnings"])
     for label, reading in (("before", before), ("after", after)):
@@ -779,7 +780,10 @@ def run_bench(
         prov["noise"] = {"before": before, "after": after}
     stop = run["stop"]
     if final_alpha is None and decision.verdict is Verdict.INCONCLUSIVE and not run["looks"]:
-        stop += f" before the first look's {_stats.min_pairs(_stats.look_alpha(alpha, 0))} pairs"
+        first = _stats.min_decisive_pairs(_stats.look_alpha(alpha, 0))
+        stop += f" before the first look's {first} pairs"
+    elif final_alpha is not None and len(logs) < _stats.min_decisive_pairs(alpha):
+        stop += f"; undecided: a verdict needs {_stats.min_decisive_pairs(alpha)} block pairs"
     return BenchResult(
         workload=workload,
         verdict=decision.verdict,
@@ -867,7 +871,7 @@ def cache_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return root / "bench-aa-thresholds.json"
 
 
-def _key(workload: str, alpha: float, mode: str) -> tuple[str, dict[str, Any]]:
+def _key(workload: str, alpha: float, mode: str, load: str) -> tuple[str, dict[str, Any]]:
     from ..provenance import machine_facts
 
     facts = machine_facts()
@@ -878,6 +882,7 @@ def _key(workload: str, alpha: float, mode: str) -> tuple[str, dict[str, Any]]:
         "harness_version": HARNESS_VERSION,
         "alpha": alpha,
         "mode": mode,
+        "load": load,
     }
     text = json.dumps(basis, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16], basis
@@ -906,19 +911,26 @@ def aa_threshold(
     processes: int = 0,
     import_name: str | None = None,
     clock: str = "wall",
+    noise_reading: dict[str, Any] | None = None,
 ) -> tuple[float, str]:
-    """(threshold, where it came from): cached, or measured now by an A/A run of ``baseline``."""
+    """(threshold, where it came from): cached, or measured now by an A/A run of ``baseline``.
+
+    The cache is keyed by the load class of ``noise_reading`` (the noise check taken before the
+    run, :func:`paritygate.bench._noise.load_class`): a threshold measured on a quiet machine is
+    not reused for a busy run, nor the other way round."""
+    from ._noise import load_class
 
     mode = f"{processes} processes" if processes else "in-process"
     if clock != "wall":
         mode += f", {clock} clock"
     path = cache_path(cache_dir)
-    key, basis = _key(workload, alpha, mode)
+    load = load_class(noise_reading or {})
+    key, basis = _key(workload, alpha, mode, load)
     cache = _load(path)
     entry = (cache.get("entries") or {}).get(key)
     if entry and not recalibrate:
         return float(entry["threshold"]), (
-            f"(A/A on this machine, {entry['blocks']} block pairs, {entry['date']}, cached)"
+            f"(A/A on this machine, {load}, {entry['blocks']} block pairs, {entry['date']}, cached)"
         )
     # the calibration runs once per machine and workload: give it at least 20 s so that its own
     # interval (which bounds the threshold) is narrow
@@ -960,6 +972,7 @@ def aa_threshold(
         "ratio_ci": [math.exp(ci[0]), math.exp(ci[1])],
         "date": date,
         "basis": basis,
+        "noise": noise_reading or {},
     }
     try:
         from ..files import atomic_write_bytes
@@ -969,4 +982,4 @@ def aa_threshold(
         atomic_write_bytes(path, json.dumps(payload, indent=1).encode())
     except OSError:
         pass  # an unwritable cache only costs the next run a calibration
-    return threshold, f"(A/A on this machine, {len(logs)} block pairs, {date})"
+    return threshold, f"(A/A on this machine, {load}, {len(logs)} block pairs, {date})"

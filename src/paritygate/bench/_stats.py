@@ -13,7 +13,8 @@ does not reject: ``[W_(k+1), W_(M-k)]`` over the ``M = n(n+1)/2`` sorted Walsh a
 comes from ``scipy.stats.wilcoxon`` (exact null distribution) up to 150 pairs and from the normal
 approximation with continuity correction beyond.
 
-Verdicts against a threshold ``t`` (the smallest change worth calling, ``delta = log(1 + t)``):
+Verdicts against a threshold ``t`` (the smallest change worth calling, ``delta = log(1 + t)``),
+given at least :func:`min_decisive_pairs` pairs (fewer: ``inconclusive``, whatever the interval):
 
 - ``slower``      the whole interval lies above ``+delta``;
 - ``faster``      the whole interval lies below ``-delta``;
@@ -46,6 +47,7 @@ __all__ = [
     "hodges_lehmann_interval",
     "signed_rank_critical",
     "min_pairs",
+    "min_decisive_pairs",
     "look_alpha",
     "look_schedule",
     "format_ratio",
@@ -125,7 +127,7 @@ def prepare(alpha: float, looks: int = 8) -> None:
 
     for j, n in enumerate(look_schedule(alpha, 10**9)[:looks]):
         signed_rank_critical(n, look_alpha(alpha, j))
-    signed_rank_critical(min_pairs(alpha), alpha)
+    signed_rank_critical(min_decisive_pairs(alpha), alpha)
 
 
 def min_pairs(alpha: float) -> int:
@@ -133,6 +135,26 @@ def min_pairs(alpha: float) -> int:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     return max(1, math.ceil(math.log2(2 / alpha) - 1e-12))
+
+
+@lru_cache(maxsize=256)
+def min_decisive_pairs(alpha: float) -> int:
+    """The fewest pairs whose interval at level 1 - alpha no single pair can move at will.
+
+    The ``n`` Walsh averages a pair ``d_i`` takes part in (``(d_i + d_j) / 2`` for every ``j``)
+    are the ``n`` most extreme ones when that pair is wild (a preemption landing on one side of
+    one block). The interval ``[W_(k+1), W_(M-k)]`` drops ``k`` Walsh averages at each end, so
+    it is bounded whatever one pair does exactly when ``k >= n``: fewer pairs give an interval
+    that one pair can drag past any threshold, and such a comparison is undecided. At
+    ``alpha = 0.05`` this is 12 pairs (``k = 13``); at the first sequential look (0.025) 13."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    n = min_pairs(alpha)
+    while True:
+        k = signed_rank_critical(n, alpha)
+        if k is not None and k >= n:
+            return n
+        n += 1
 
 
 def hodges_lehmann_interval(
@@ -162,10 +184,10 @@ def look_alpha(alpha: float, look: int) -> float:
 def look_schedule(alpha: float, up_to: int) -> list[int]:
     """Pair counts at which sequential looks happen, up to ``up_to`` pairs."""
     looks = []
-    n = min_pairs(look_alpha(alpha, 0))
+    n = min_decisive_pairs(look_alpha(alpha, 0))
     while n <= up_to:
         looks.append(n)
-        n = max(n + 1, math.ceil(n * _GROWTH))
+        n = max(n + 1, math.ceil(n * _GROWTH), min_decisive_pairs(look_alpha(alpha, len(looks))))
     return looks
 
 
@@ -213,7 +235,11 @@ def decide(log_ratios: list[float], threshold: float, alpha: float) -> Decision:
     delta = math.log1p(threshold)
     verdict = classify(lo, hi, threshold)
     more = None
-    if verdict is Verdict.INCONCLUSIVE:
+    decisive = min_decisive_pairs(alpha)
+    if n < decisive:
+        # one wild pair could have put the interval where it is: undecided, never a pass
+        verdict, more = Verdict.INCONCLUSIVE, decisive - n
+    elif verdict is Verdict.INCONCLUSIVE:
         # The interval narrows like 1/sqrt(n) if the spread stays as it is: how many pairs until
         # the side of the interval facing the threshold clears it?
         if estimate > delta:
