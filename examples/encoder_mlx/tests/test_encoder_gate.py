@@ -70,7 +70,7 @@ def test_quantization_that_quantizes_nothing_fails_its_activity_band(heldout_spe
 
     real = model.quantize
 
-    def nothing(m, bits, group_size=model.GROUP_SIZE):
+    def nothing(m, bits, group_size=model.GROUP_SIZE, backend=None):
         return {"bits": bits, "group_size": group_size, "quantized": [], "skipped": []}
 
     saved = runners._ENCODERS.pop("q8", None)
