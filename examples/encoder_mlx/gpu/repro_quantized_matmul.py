@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         if d not in ("float32", "float16", "bfloat16"):
             ap.error(f"unknown dtype {d!r} (float32, float16, bfloat16)")
     if args.device == "gpu":
-        mx.set_default_device(mx.gpu)
+        try:
+            mx.set_default_device(mx.gpu)
+        except ValueError as exc:
+            print(f"repro_quantized_matmul.py: no GPU backend in this MLX ({exc})", file=sys.stderr)
+            return 2
     elif args.device == "cpu":
         mx.set_default_device(mx.cpu)
     device = mx.default_device()
