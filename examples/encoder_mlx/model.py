@@ -19,9 +19,8 @@ Optimization switches (``Switches``), each on its own:
   residual, norm and MLP only at [CLS] and the marker slots);
 * ``block_local``: local layers attend in query blocks over their own K/V slice
   (``block + 2 * window`` keys) with a small exact mask, instead of a dense L x L mask;
-* ``quant_bits``: ``nn.quantize`` (group 64) of every Linear whose input width divides by the
-  group size; the D+4 action layer is skipped, and on MLX CUDA every layer whose input width is
-  a single group (``skip_reason``); the activation dtype is explicit (``act_dtype``);
+* ``quant_bits``: ``nn.quantize`` (group 64) of the Linear layers ``skip_reason`` accepts (the
+  D+4 action layer, and one-group layers on MLX CUDA, stay float); explicit ``act_dtype``;
 * compilation lives in ``Encoder`` (``compiled=True``), shape-specialized.
 """
 
