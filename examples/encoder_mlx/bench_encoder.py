@@ -18,6 +18,9 @@ workload classes of seed 003, kept apart:
 Phases, in this order, inside an optional time budget (``--deadline``; later phases shrink or
 are skipped and listed under ``skipped``):
 
+0. before any path other than the baseline is timed (latency or comparison), one untimed call
+   of it is checked against the baseline's outputs by the rule below (``check_before_timing``):
+   a path whose outputs are wrong (a quantized model on a faulty kernel) is refused, not timed;
 1. latency on the first ``--p95-workloads`` class: ``time_side`` with 200 single calls per path
    for p95, the first call of each path in the process timed apart as its cold call, the model's
    load time, and MLX's allocator memory (active, peak, cache) and weight bytes (at most a
@@ -183,6 +186,30 @@ class OutputCheck:
         return self.agreement >= 0.9
 
 
+class WrongOutputs(RuntimeError):
+    """A candidate whose outputs fail the output check before any timing: it is not timed."""
+
+
+def check_before_timing(name: str, enc, items, reference: dict, exact: bool) -> dict:
+    """One untimed call of ``enc`` on ``items`` judged against the baseline's outputs
+    (``reference``) by the rule used while timing (``OutputCheck``). A candidate whose outputs are
+    wrong (not finite, argmax agreement under 0.9, or not byte-equal where ``exact``) is refused
+    with ``WrongOutputs`` before anything of it is timed; otherwise the check's evidence."""
+    check = OutputCheck(exact=exact)
+    ok = check(reference, enc(items))
+    evidence = {
+        "rule": "byte-equal" if exact else "finite, argmax agreement >= 0.9",
+        "max_abs_vs_baseline": check.max_abs,
+        "argmax_agreement": check.agreement,
+    }
+    if not ok:
+        raise WrongOutputs(
+            f"{name}: outputs fail the check before timing ({evidence['rule']}: max-abs "
+            f"{check.max_abs:.3g}, argmax agreement {check.agreement:.3f}); not timed"
+        )
+    return evidence
+
+
 def memory_probe() -> dict[str, float]:
     """MLX's allocator: active, peak (since the last reset) and cache memory, in MiB."""
     import mlx.core as mx
@@ -300,6 +327,10 @@ def latency(gate_runners, loads, wname, names, calls, label, seconds, per_call=N
         try:
             enc = gate_runners.encoder_for(name)
             load_s = time.perf_counter() - t0
+            precheck = None
+            if name != "baseline":  # its outputs are checked before it is timed
+                reference = gate_runners.encoder_for("baseline")(items)
+                precheck = check_before_timing(name, enc, items, reference, exact=False)
             mx.reset_peak_memory()
             side = time_side(_side(enc, items), name=name, iterations=calls, warmup=5).summary()
         except Exception as exc:  # one path's failure must not lose the others' figures
@@ -307,6 +338,8 @@ def latency(gate_runners, loads, wname, names, calls, label, seconds, per_call=N
             print(f"[{label}] latency {wname} {name}: {out[name]['error']}", flush=True)
             continue
         side["load_s"] = load_s
+        if precheck is not None:
+            side["output_check_before_timing"] = precheck
         for key in ("cold_s", "p50_s", "p90_s", "p95_s", "p99_s"):
             if key in side:  # the same figures in milliseconds, as tables print them
                 side[key[:-2] + "_ms"] = 1e3 * side[key]
@@ -482,6 +515,13 @@ def main() -> None:
                 wres["comparisons"][cand] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue
             check = OutputCheck(exact=cand in EXACT and args.device == "cpu")
+            try:  # a candidate with wrong outputs is refused before any timing
+                check_before_timing(cand, enc, items, ref_out, check.exact)
+            except WrongOutputs as exc:
+                wres["comparisons"][cand] = {"refused": str(exc)}
+                print(f"[{label}] {wname} {cand}: {exc}", flush=True)
+                _write(args.out, result)
+                continue
             prov = {
                 "workload": wname,
                 "device": args.device,

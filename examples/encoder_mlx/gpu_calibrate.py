@@ -185,6 +185,57 @@ def exact_claims(result: dict, claims, spec: Path, cases, left, out: Path) -> No
         _write(out, result)
 
 
+MARGIN = 0.03  # parity-heldout.toml's stated non-inferiority margin (QUALITY.md)
+
+
+def noninferiority(items, outs, margin: float = MARGIN) -> dict:
+    """Each variant against the float32 baseline of the same run, paired, through the claim
+    metric the gate uses (``accuracy_noninferiority``): the difference, its one-sided 95 % lower
+    bound, McNemar's exact p, and whether it clears minus the margin."""
+    from paritygate import claim_metrics
+
+    entry = claim_metrics.get("accuracy_noninferiority")
+    labels = {
+        "action": np.array([i.digit for i in items]),
+        "choice": np.array([i.answer for i in items]),
+    }
+    result: dict = {"margin": margin, "variants": {}}
+    for name, out in outs.items():
+        if name == "baseline":
+            continue
+        row = {}
+        for head, label in labels.items():
+            rows = claim_metrics.Rows(
+                [out[head]], [label], [outs["baseline"][head]], [], {}, (head,), bound=-margin
+            )
+            lower = entry.measure(rows)
+            keep = ("difference", "candidate_accuracy", "reference_accuracy", "mcnemar_exact_p")
+            row[head] = {k: rows.evidence.get(k) for k in keep}
+            row[head]["lower_bound"] = lower
+            row[head]["holds"] = lower is not None and lower >= -margin
+            row[head]["summary"] = rows.evidence.get("summary")
+            print(f"non-inferiority {name} {head}: {row[head]['summary']}", flush=True)
+        result["variants"][name] = row
+    return result
+
+
+def quantization_report(variants) -> dict:
+    """Which layers each quantized variant quantized on this device and which stayed float, why."""
+    import gate_runners
+
+    report = {}
+    for name in variants:
+        if name in ("q8", "q4"):
+            info = gate_runners.encoder_for(name).quant_info
+            report[name] = info
+            print(
+                f"quantization {name} ({info.get('backend')}): {len(info['quantized'])} "
+                f"quantized, skipped: {info.get('reasons')}",
+                flush=True,
+            )
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -264,6 +315,8 @@ def main() -> None:
                         limit=60 if args.smoke else None,
                     )
                     result["heldout"] = cc.heldout_metrics(run["items"], run["outputs"])
+                    result["noninferiority"] = noninferiority(run["items"], run["outputs"])
+                    result["quantization"] = quantization_report(chosen)
                 except Exception as exc:
                     result["heldout"] = {"error": f"{type(exc).__name__}: {exc}"}
                     print(f"held-out: {result['heldout']['error']}", flush=True)

@@ -19,8 +19,8 @@ Optimization switches (``Switches``), each on its own:
   residual, norm and MLP only at [CLS] and the marker slots);
 * ``block_local``: local layers attend in query blocks over their own K/V slice
   (``block + 2 * window`` keys) with a small exact mask, instead of a dense L x L mask;
-* ``quant_bits``: ``nn.quantize`` (group 64) of every Linear whose input width divides by the
-  group size; the D+4 action layer is skipped; the activation dtype is explicit (``act_dtype``);
+* ``quant_bits``: ``nn.quantize`` (group 64) of the Linear layers ``skip_reason`` accepts (the
+  D+4 action layer, and one-group layers on MLX CUDA, stay float); explicit ``act_dtype``;
 * compilation lives in ``Encoder`` (``compiled=True``), shape-specialized.
 """
 
@@ -274,42 +274,91 @@ class DecisionModel(nn.Module):
 # Loading and quantization
 
 
-def quantizable(path: str, module: nn.Module, group_size: int = GROUP_SIZE) -> bool:
-    """Every Linear whose input width divides by the group size (the D+4 action layer does not)."""
-    return isinstance(module, nn.Linear) and module.weight.shape[-1] % group_size == 0
+# MLX 0.32.4 CUDA's quantized_matmul is wrong for an input width of one group (64) with 8 or more
+# rows (gpu/repro_quantized_matmul.py; README "Quantization on MLX CUDA"): such layers stay
+# float32 on that backend.
+SINGLE_GROUP_UNSAFE = ("cuda",)
 
 
-def quantize(model: DecisionModel, bits: int, group_size: int = GROUP_SIZE) -> dict:
-    """Quantize in place; returns which Linear layers were quantized and which were skipped."""
-    chosen, skipped = [], []
+def quant_backend() -> str:
+    """The backend quantized layers will run on: "cpu", "cuda" or "metal" (MLX's default device)."""
+    if mx.default_device() != mx.gpu:
+        return "cpu"
+    cuda = getattr(mx, "cuda", None)
+    return "cuda" if cuda is not None and cuda.is_available() else "metal"
+
+
+def skip_reason(
+    module: nn.Module, group_size: int = GROUP_SIZE, backend: str = "cpu"
+) -> str | None:
+    """Why a Linear stays unquantized (None: it is quantized).
+
+    * an input width that does not divide by the group size (the D+4 action layer);
+    * on a backend of ``SINGLE_GROUP_UNSAFE`` (MLX CUDA), an input width of exactly one group:
+      its quantized matmul is wrong there (gpu/repro_quantized_matmul.py)."""
+    width = module.weight.shape[-1]
+    if width % group_size:
+        return f"input width {width} does not divide by the group size {group_size}"
+    if width == group_size and backend in SINGLE_GROUP_UNSAFE:
+        return (
+            f"input width {width} is a single group of {group_size}: MLX {backend.upper()}'s "
+            "quantized_matmul is wrong for one-group reductions (gpu/repro_quantized_matmul.py)"
+        )
+    return None
+
+
+def quantizable(
+    path: str, module: nn.Module, group_size: int = GROUP_SIZE, backend: str = "cpu"
+) -> bool:
+    """A Linear the backend quantizes correctly (``skip_reason`` is None)."""
+    return isinstance(module, nn.Linear) and skip_reason(module, group_size, backend) is None
+
+
+def quantize(
+    model: DecisionModel, bits: int, group_size: int = GROUP_SIZE, backend: str | None = None
+) -> dict:
+    """Quantize in place for ``backend`` ("cpu", "cuda", "metal"; default: the one MLX's default
+    device runs on); returns which Linear layers were quantized, which were skipped and why."""
+    backend = backend or quant_backend()
+    chosen, reasons = [], {}
     for path, module in model.named_modules():
         if isinstance(module, nn.Linear):
-            (chosen if quantizable(path, module, group_size) else skipped).append(path)
+            reason = skip_reason(module, group_size, backend)
+            if reason is None:
+                chosen.append(path)
+            else:
+                reasons[path] = reason
     nn.quantize(
         model,
         group_size=group_size,
         bits=bits,
-        class_predicate=lambda p, m: quantizable(p, m, group_size),
+        class_predicate=lambda p, m: quantizable(p, m, group_size, backend),
     )
     return {
         "bits": bits,
         "group_size": group_size,
+        "backend": backend,
         "quantized": sorted(chosen),
-        "skipped": sorted(skipped),
+        "skipped": sorted(reasons),
+        "reasons": dict(sorted(reasons.items())),
     }
 
 
 def load_model(
-    weights: Path = WEIGHTS, config: Path = CONFIG, quant_bits: int | None = None
+    weights: Path = WEIGHTS,
+    config: Path = CONFIG,
+    quant_bits: int | None = None,
+    backend: str | None = None,
 ) -> tuple[DecisionModel, dict]:
-    """The float32 model from safetensors (strict), quantized afterwards when asked."""
+    """The float32 model from safetensors (strict), quantized afterwards when asked (for
+    ``backend``, default the default device's; see ``quantize``)."""
     cfg = load_config(config)
     model = DecisionModel(cfg)
     model.load_weights(str(weights), strict=True)
     model.eval()
     info: dict = {"bits": None, "quantized": [], "skipped": []}
     if quant_bits is not None:
-        info = quantize(model, quant_bits)
+        info = quantize(model, quant_bits, backend=backend)
     mx.eval(model.parameters())
     return model, info
 

@@ -98,8 +98,8 @@ def order_not_restored() -> Iterator[None]:
 def two_bit_weights() -> Iterator[None]:
     real = model.quantize
 
-    def quantize(m, bits, group_size=model.GROUP_SIZE):
-        return real(m, 2, group_size)
+    def quantize(m, bits, group_size=model.GROUP_SIZE, backend=None):
+        return real(m, 2, group_size, backend)
 
     with _fresh("q4"), _patched(model, "quantize", quantize):
         yield

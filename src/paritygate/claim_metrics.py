@@ -340,6 +340,7 @@ class Rows:
     outputs: tuple[str, ...] = ()  # the claim's output patterns, for messages
     evidence: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    bound: float | None = None  # the claim's bound, for a measure whose summary names it
 
     def fail(self, detail: str) -> None:
         self.problems.append(detail)
@@ -422,6 +423,67 @@ def _agreement(data: Rows) -> float | None:
         return None
     reference = np.concatenate([r.argmax(axis=1) for r in data.reference])
     return data.hit_rate(data.decided == reference, "disagreeing")
+
+
+def _noninferiority(data: Rows) -> float | None:
+    """The one-sided lower confidence bound of the paired accuracy difference, candidate minus
+    reference, both against the cases' labels on the same rows: a paired bootstrap of the
+    per-row differences (``scipy.stats.bootstrap``, percentile, seeded), with McNemar's exact
+    test of the discordant rows as evidence. The claim's bound is minus the margin."""
+    import numpy as np
+    from scipy.stats import binomtest, bootstrap
+
+    if not data.reference or sum(len(r) for r in data.reference) != len(data.decided):
+        data.fail("reference and candidate rows differ in number (the difference is paired)")
+        return None
+    labels = np.concatenate(data.labels)
+    reference = np.concatenate([r.argmax(axis=1) for r in data.reference])
+    cand_right = data.decided == labels
+    ref_right = reference == labels
+    diff = cand_right.astype(np.float64) - ref_right.astype(np.float64)
+    confidence = float(data.params.get("confidence", 0.95))
+    resamples = int(data.params.get("resamples", 2000))
+    if np.all(diff == diff[0]):
+        lower = float(diff[0])  # no discordant row (or all alike): no sampling spread
+    else:
+        res = bootstrap(
+            (diff,),
+            np.mean,
+            confidence_level=confidence,
+            n_resamples=resamples,
+            method="percentile",
+            alternative="greater",
+            random_state=np.random.default_rng(int(data.params.get("seed", 0))),
+        )
+        lower = float(res.confidence_interval.low)
+    only_cand = int(np.sum(cand_right & ~ref_right))
+    only_ref = int(np.sum(ref_right & ~cand_right))
+    discordant = only_cand + only_ref
+    p_value = float(binomtest(only_cand, discordant, 0.5).pvalue) if discordant else 1.0
+    data.hit_rate(~(ref_right & ~cand_right), "right only in the reference")
+    observed = float(diff.mean())
+    data.evidence.update(
+        {
+            "candidate_accuracy": float(cand_right.mean()),
+            "reference_accuracy": float(ref_right.mean()),
+            "difference": observed,
+            "lower_bound": lower,
+            "confidence": confidence,
+            "only_candidate_right": only_cand,
+            "only_reference_right": only_ref,
+            "mcnemar_exact_p": p_value,
+            "method": f"paired bootstrap of per-row differences, {resamples} resamples, percentile",
+            "summary": (
+                f"accuracy difference {observed:+.4f} (candidate {cand_right.mean():.4f} - "
+                f"reference {ref_right.mean():.4f}, paired over {len(diff)} rows: {only_cand} "
+                f"right only in the candidate, {only_ref} only in the reference; McNemar exact "
+                f"p = {p_value:.3g}), one-sided {100 * confidence:g} % lower confidence bound "
+                f"{lower:+.4f}"
+                + ("" if data.bound is None else f" against the margin {-data.bound:.4g}")
+            ),
+        }
+    )
+    return lower
 
 
 register(
@@ -589,6 +651,21 @@ register(
         near_one=True,
         percent=True,
         summary="fraction of rows whose argmax agrees with the reference's",
+    )
+)
+register(
+    ClaimMetric(
+        "accuracy_noninferiority",
+        scope="dataset",
+        direction="min",
+        comparison="dataset",
+        measure=_noninferiority,
+        needs=frozenset({"labels", "reference"}),
+        params=frozenset({"label", "confidence", "resamples", "seed"}),
+        bound_range=(-1.0, 0.0),
+        summary="non-inferiority: the one-sided lower confidence bound of the paired accuracy "
+        "difference (candidate - reference) against the cases' label; the bound is minus the "
+        "margin",
     )
 )
 for _percentile in ("p50_ms", "p90_ms", "p95_ms"):

@@ -32,7 +32,7 @@ def dataset_verdict(
 
     entry = claim.metric_entry
     failures: list[Failure] = []
-    data = Rows([], [], [], [], claim.params, tuple(claim.outputs))
+    data = Rows([], [], [], [], claim.params, tuple(claim.outputs), bound=claim.bound)
     label_key = claim.params.get("label", "label")
     for case in cases:
         out = actual.get(case)
@@ -120,9 +120,13 @@ def dataset_verdict(
 
 
 def _ids_detail(evidence: dict[str, Any]) -> str:
+    """The failure's detail: the measure's own summary (a non-inferiority claim's difference and
+    confidence bound) where it wrote one, then the first rows that missed."""
+    summary = evidence.get("summary", "")
     ids = evidence.get("disagreeing") or []
     if not ids:
-        return ""
+        return summary
     more = evidence.get("disagreeing_count", len(ids)) - len(ids)
     text = f"{evidence.get('disagreeing_word', 'disagreeing')}: {', '.join(ids)}"
-    return text + (f" and {more} more" if more > 0 else "")
+    text += f" and {more} more" if more > 0 else ""
+    return f"{summary}; {text}" if summary else text

@@ -106,8 +106,13 @@ def default_reports(spec_path: Path) -> str:
 #      of Ray for the runner's actors). Migration: none; formats 1-7 load as before and run
 #      serially unless the command line asks for ``--jobs`` or ``--ray``; a spec with
 #      ``[execution]``, ``threads`` or ``resources`` sets format_version = 8.
-SPEC_FORMAT_VERSION = 8
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+#   9  the dataset claim ``accuracy_noninferiority`` (a quantized or otherwise approximate model
+#      gated as not worse than the reference by more than a margin: the bound is minus the
+#      margin, the observed value the one-sided lower confidence bound of the paired accuracy
+#      difference) and its params ``confidence``, ``resamples`` and ``seed``. Migration: none;
+#      formats 1-8 load as before; a spec with such a claim sets format_version = 9.
+SPEC_FORMAT_VERSION = 9
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.
@@ -1350,7 +1355,9 @@ class _Validator:
         self._check_sequence_params(params, key)
         if metric == "max_edge_delta" and ("match" in params or "min_iou" in params):
             self._check_box_matching(params, key)
-        if metric in ("accuracy", "ece"):
+        if metric == "accuracy_noninferiority":
+            self._check_noninferiority_params(params, key)
+        if metric in ("accuracy", "ece", "accuracy_noninferiority"):
             label = params.get("label", "label")
             unlabelled = [c.name for c in cases.values() if label not in c.labels]
             if unlabelled:
@@ -1360,6 +1367,28 @@ class _Validator:
                     f"{', '.join(unlabelled)}",
                 )
         return params
+
+    def _check_noninferiority_params(self, params: dict[str, Any], key: str) -> None:
+        """The non-inferiority claim (format 9): ``confidence`` in [0.5, 0.999], ``resamples``
+        and ``seed`` whole numbers (resamples 100 to 100000)."""
+        if self.version < 9:
+            raise self.error(f"{key}.metric", "accuracy_noninferiority needs format_version = 9")
+        confidence = params.get("confidence", 0.95)
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, (int, float))
+            or not 0.5 <= confidence <= 0.999
+        ):
+            raise self.error(
+                f"{key}.params.confidence", f"expected a number in [0.5, 0.999], got {confidence!r}"
+            )
+        for name, low, high in (("resamples", 100, 100_000), ("seed", 0, 2**32 - 1)):
+            value = params.get(name, low)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise self.error(
+                    f"{key}.params.{name}",
+                    f"expected a whole number {low} to {high}, got {value!r}",
+                )
 
     def _check_sequence_params(self, params: dict[str, Any], key: str) -> None:
         """The params of sequence metrics (docs/spec.md): ``top_k`` and ``context`` whole

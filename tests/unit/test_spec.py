@@ -145,7 +145,7 @@ status = "provisional"
 
 def test_format_version_is_checked(tmp_path):
     assert "format_version" in _error(
-        tmp_path, TINY_SPEC.replace("format_version = 2", "format_version = 9")
+        tmp_path, TINY_SPEC.replace("format_version = 2", "format_version = 99")
     )
 
 

@@ -65,12 +65,27 @@ def test_two_bit_weights_fail_the_four_bit_claims(heldout_spec, mutations):
     assert {"q4-action-accuracy", "q4-action-agreement", "q4-prob-drift"} <= failed, failed
 
 
+def test_two_bit_weights_fail_non_inferiority_naming_margin_difference_and_bound(
+    heldout_spec, mutations
+):
+    """The planted degradation (2-bit weights) against the float32 baseline over the 600 items:
+    the paired test fails it, and the failure names the margin, the observed difference and its
+    confidence bound (the real 4-bit model passes: test_heldout_gate_holds_...)."""
+    with mutations.MUTATIONS["two-bit-weights"][1]():
+        result = run_gate(heldout_spec, claims=["q4-action-noninferior"])
+    (verdict,) = result.verdicts
+    assert not verdict.passed and verdict.observed < -0.03
+    text = verdict.failures[0].describe()
+    assert "against the margin 0.03" in text and "accuracy difference -0.0" in text
+    assert f"lower confidence bound {verdict.observed:+.4f}" in text
+
+
 def test_quantization_that_quantizes_nothing_fails_its_activity_band(heldout_spec, runners):
     import model
 
     real = model.quantize
 
-    def nothing(m, bits, group_size=model.GROUP_SIZE):
+    def nothing(m, bits, group_size=model.GROUP_SIZE, backend=None):
         return {"bits": bits, "group_size": group_size, "quantized": [], "skipped": []}
 
     saved = runners._ENCODERS.pop("q8", None)

@@ -57,3 +57,36 @@ def test_a_package_neither_installed_nor_carried_stops_the_call_naming_it(
     monkeypatch.setattr(driver, "NEEDED", {"mlx_absent.core": []})
     with pytest.raises(SystemExit, match="cannot import mlx_absent.core"):
         driver.bootstrap(None, tmp_path / "no-wheels", tmp_path / "site")
+
+
+def _repro(*args: str) -> subprocess.CompletedProcess:
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "gpu" / "repro_quantized_matmul.py"
+    return subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--rows", "1,8", "--bits", "8", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_quantized_matmul_repro_runs_on_cpu_and_finds_no_bad_shape():
+    """MLX's CPU backend agrees with the dequantized product at every width: exit 0."""
+    res = _repro()
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "no bad shape among 12 (Device(cpu, 0))" in res.stdout
+    assert "MLX 0.32" in res.stdout and "seed 0" in res.stdout
+
+
+def test_the_repro_prints_the_bad_shapes_and_exits_1_when_it_finds_some():
+    """The failing direction, on CPU: a zero tolerance makes float rounding a finding, so the
+    report of bad shapes (and the exit status) is exercised without a GPU."""
+    res = _repro("--tol", "0", "--widths", "64")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "bad shape(s) of 4" in res.stdout
+    assert "bits=8 dtype=float32 x=(8, 64) w=(64, 64) group_size=64: max |got - expected| = " in (
+        res.stdout
+    )
+    bad = _repro("--rows", "0")
+    assert bad.returncode == 2 and "expected whole numbers >= 1" in bad.stderr

@@ -81,6 +81,32 @@ def test_quantization_skips_the_d_plus_4_layer_and_keeps_the_activation_dtype(mo
         nn.quantize(model_mod.load_model()[0], group_size=64, bits=4)
 
 
+def test_on_cuda_single_group_layers_stay_float_and_the_report_says_why(model_mod):
+    """The device condition is a parameter (``backend``): on MLX CUDA every Linear whose input
+    width is one group of 64 stays float32 (its quantized_matmul is wrong there); the report
+    lists each with its reason. On CPU the same layers are quantized."""
+    import mlx.nn as nn
+
+    m, info = model_mod.load_model(quant_bits=8, backend="cuda")
+    assert info["backend"] == "cuda"
+    widths = {p: mod.weight.shape[-1] for p, mod in m.named_modules() if isinstance(mod, nn.Linear)}
+    assert info["skipped"] == sorted(p for p, w in widths.items() if w in (64, 68))
+    # 3 encoder layers (qkv, out, w12), 2 head layers (qkv, out, fc1), act head's 2nd, scorer
+    assert len(info["skipped"]) == 3 * 3 + 2 * 3 + 2 + 1
+    assert sorted(info["quantized"]) == sorted(
+        [f"layers.{i}.w3" for i in range(3)] + [f"head_layers.{i}.fc2" for i in range(2)]
+    )
+    assert "single group of 64" in info["reasons"]["layers.0.attn.qkv"]
+    assert "repro_quantized_matmul.py" in info["reasons"]["layers.0.attn.qkv"]
+    assert "does not divide" in info["reasons"]["act_head.layers.0"]
+    assert not isinstance(m.layers[0].attn.qkv, nn.QuantizedLinear)  # the predicate is applied
+    assert isinstance(m.layers[0].w3, nn.QuantizedLinear)
+    cpu, cpu_info = model_mod.load_model(quant_bits=8, backend="cpu")
+    assert len(cpu_info["quantized"]) == 22 and cpu_info["skipped"] == ["act_head.layers.0"]
+    assert isinstance(cpu.layers[0].attn.qkv, nn.QuantizedLinear)
+    assert model_mod.quant_backend() == "cpu"  # the tests run on MLX's CPU device
+
+
 def test_flop_model_sizes_the_ci_gate(model_mod):
     cfg = model_mod.load_config()
     # seed 003's A = N (4 D^2 + 3 D I) + H * (4 D^2 + 2 D I_head); 2 FLOPs per weight per token

@@ -25,11 +25,14 @@ SMALL_SET = [
     "2",
 ]
 
+# Four compare mutants spread evenly over model.py. The last one lies in ``skip_reason`` (which
+# layers quantize): parity.toml runs no quantized path, so it survives this gate, as mutant 23 of
+# mutation.json does; parity-heldout.toml and test_encoder_model.py gate quantization.
 EXPECTED = {
     "model.py:103:13:compare": ("caught", "block-local-exact", "mixed-lengths"),
-    "model.py:108:12:compare": ("caught", "block-local-exact", "mixed-lengths"),
-    "model.py:162:29:compare": ("caught", "block-local-exact", "mixed-lengths"),
+    "model.py:160:27:compare": ("caught", "block-local-exact", "mixed-lengths"),
     "model.py:222:17:compare": ("caught", "exact-paths-action-agreement", None),
+    "model.py:302:8:compare": ("survived", None, None),
 }
 
 
