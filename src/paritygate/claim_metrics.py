@@ -27,12 +27,10 @@ them in step).
 
 Adding a metric is one measure function, one entry here and its row in docs/spec.md::
 
-    register(
-        ClaimMetric(
-            "one_minus_cosine", scope="output", direction="max", comparison="compare",
-            measure=lambda pair: pair.compared.one_minus_cosine,
-            calibration="measured", summary="1 - cosine similarity per output per case",
-        )
+    _metric(
+        "one_minus_cosine", scope="output", direction="max", comparison="compare",
+        measure=lambda pair: pair.compared.one_minus_cosine,
+        calibration="measured", summary="1 - cosine similarity per output per case",
     )
 
 A statistic the streaming kernels do not compute is measured on the host arrays
@@ -370,6 +368,10 @@ DISAGREEING_K = 10  # row ids kept as evidence of a decision claim
 # The registry
 
 
+def _metric(name: str, **fields: Any) -> None:
+    register(ClaimMetric(name, **fields))
+
+
 def _atol(bound: float, params: Mapping[str, Any]) -> Tolerance:
     return Tolerance(atol=bound)
 
@@ -486,211 +488,179 @@ def _noninferiority(data: Rows) -> float | None:
     return lower
 
 
-register(
-    ClaimMetric(
-        "exact",
-        scope="element",
-        direction="max",
-        comparison="compare",
-        measure=lambda p: p.compared.max_abs,
-        tolerance=_atol,
-        calibration="exact",
-        calibrated_through="max_abs",
-        fixed_bound=0.0,
-        summary="byte equality: same dtype, every element equal (bound 0)",
-    )
+_metric(
+    "exact",
+    scope="element",
+    direction="max",
+    comparison="compare",
+    measure=lambda p: p.compared.max_abs,
+    tolerance=_atol,
+    calibration="exact",
+    calibrated_through="max_abs",
+    fixed_bound=0.0,
+    summary="byte equality: same dtype, every element equal (bound 0)",
 )
-register(
-    ClaimMetric(
-        "max_abs",
-        scope="element",
-        direction="max",
-        comparison="compare",
-        measure=lambda p: p.compared.max_abs,
-        tolerance=_atol,
-        calibration="measured",
-        summary="max |a - e| per output per case",
-    )
+_metric(
+    "max_abs",
+    scope="element",
+    direction="max",
+    comparison="compare",
+    measure=lambda p: p.compared.max_abs,
+    tolerance=_atol,
+    calibration="measured",
+    summary="max |a - e| per output per case",
 )
-register(
-    ClaimMetric(
-        "max_rel",
-        scope="element",
-        direction="max",
-        comparison="compare",
-        measure=lambda p: p.compared.max_rel,
-        tolerance=_rtol,
-        calibration="measured",
-        params=frozenset({"rel_eps"}),
-        summary="max |a - e| / (|e| + rel_eps)",
-    )
+_metric(
+    "max_rel",
+    scope="element",
+    direction="max",
+    comparison="compare",
+    measure=lambda p: p.compared.max_rel,
+    tolerance=_rtol,
+    calibration="measured",
+    params=frozenset({"rel_eps"}),
+    summary="max |a - e| / (|e| + rel_eps)",
 )
-register(
-    ClaimMetric(
-        "ulp",
-        scope="element",
-        direction="max",
-        comparison="compare",
-        measure=lambda p: p.compared.ulp_max,
-        tolerance=_ulps,
-        calibration="measured",
-        unit="ULP",
-        summary="ULP distance in the coarser float dtype",
-    )
+_metric(
+    "ulp",
+    scope="element",
+    direction="max",
+    comparison="compare",
+    measure=lambda p: p.compared.ulp_max,
+    tolerance=_ulps,
+    calibration="measured",
+    unit="ULP",
+    summary="ULP distance in the coarser float dtype",
 )
-register(
-    ClaimMetric(
-        "max_edge_delta",
-        scope="edge",
-        direction="max",
-        comparison="boxes",
-        calibrated_through="max_abs",
-        params=frozenset({"edges", "match", "min_iou"}),
-        summary="every edge of every box (or segment), keyed by label or matched by IoU",
-    )
+_metric(
+    "max_edge_delta",
+    scope="edge",
+    direction="max",
+    comparison="boxes",
+    calibrated_through="max_abs",
+    params=frozenset({"edges", "match", "min_iou"}),
+    summary="every edge of every box (or segment), keyed by label or matched by IoU",
 )
-register(
-    ClaimMetric(
-        "cosine",
-        scope="output",
-        direction="min",
-        comparison="compare",
-        measure=lambda p: p.compared.cosine,
-        calibration="measured",
-        bound_range=(-1.0, 1.0),
-        near_one=True,
-        undefined_is_worst=True,
-        summary="cosine similarity per output per case",
-    )
+_metric(
+    "cosine",
+    scope="output",
+    direction="min",
+    comparison="compare",
+    measure=lambda p: p.compared.cosine,
+    calibration="measured",
+    bound_range=(-1.0, 1.0),
+    near_one=True,
+    undefined_is_worst=True,
+    summary="cosine similarity per output per case",
 )
-register(
-    ClaimMetric(
-        "mean_abs",
-        scope="output",
-        direction="max",
-        comparison="compare",
-        measure=lambda p: p.compared.mean_abs,
-        calibration="measured",
-        summary="mean |a - e| per output per case",
-    )
+_metric(
+    "mean_abs",
+    scope="output",
+    direction="max",
+    comparison="compare",
+    measure=lambda p: p.compared.mean_abs,
+    calibration="measured",
+    summary="mean |a - e| per output per case",
 )
-register(
-    ClaimMetric(
-        "median_abs",
-        scope="output",
-        direction="max",
-        comparison="compare",
-        measure=_median_abs,
-        calibration="measured",
-        summary="median |a - e| per output per case (measured on the host)",
-    )
+_metric(
+    "median_abs",
+    scope="output",
+    direction="max",
+    comparison="compare",
+    measure=_median_abs,
+    calibration="measured",
+    summary="median |a - e| per output per case (measured on the host)",
 )
-register(
-    ClaimMetric(
-        "ssim",
-        scope="output",
-        direction="min",
-        comparison="images",
-        measure=lambda p: p.images.ssim,
-        calibration="measured",
-        bound_range=(-1.0, 1.0),
-        params=frozenset({"data_range"}),
-        required_params=frozenset({"data_range"}),
-        near_one=True,
-        undefined_is_worst=True,
-        summary="structural similarity of images",
-    )
+_metric(
+    "ssim",
+    scope="output",
+    direction="min",
+    comparison="images",
+    measure=lambda p: p.images.ssim,
+    calibration="measured",
+    bound_range=(-1.0, 1.0),
+    params=frozenset({"data_range"}),
+    required_params=frozenset({"data_range"}),
+    near_one=True,
+    undefined_is_worst=True,
+    summary="structural similarity of images",
 )
-register(
-    ClaimMetric(
-        "psnr",
-        scope="output",
-        direction="min",
-        comparison="images",
-        measure=lambda p: p.images.psnr,
-        params=frozenset({"data_range"}),
-        required_params=frozenset({"data_range"}),
-        unit="dB",
-        summary="peak signal-to-noise ratio of images",
-    )
+_metric(
+    "psnr",
+    scope="output",
+    direction="min",
+    comparison="images",
+    measure=lambda p: p.images.psnr,
+    params=frozenset({"data_range"}),
+    required_params=frozenset({"data_range"}),
+    unit="dB",
+    summary="peak signal-to-noise ratio of images",
 )
-register(
-    ClaimMetric(
-        "accuracy",
-        scope="dataset",
-        direction="min",
-        comparison="dataset",
-        measure=_accuracy,
-        needs=frozenset({"labels"}),
-        params=frozenset({"label"}),
-        near_one=True,
-        percent=True,
-        summary="argmax of the output against the cases' label",
-    )
+_metric(
+    "accuracy",
+    scope="dataset",
+    direction="min",
+    comparison="dataset",
+    measure=_accuracy,
+    needs=frozenset({"labels"}),
+    params=frozenset({"label"}),
+    near_one=True,
+    percent=True,
+    summary="argmax of the output against the cases' label",
 )
-register(
-    ClaimMetric(
-        "ece",
-        scope="dataset",
-        direction="max",
-        comparison="dataset",
-        measure=_ece,
-        needs=frozenset({"labels"}),
-        params=frozenset({"bins", "label", "inputs"}),
-        summary="expected calibration error",
-    )
+_metric(
+    "ece",
+    scope="dataset",
+    direction="max",
+    comparison="dataset",
+    measure=_ece,
+    needs=frozenset({"labels"}),
+    params=frozenset({"bins", "label", "inputs"}),
+    summary="expected calibration error",
 )
-register(
-    ClaimMetric(
-        "agreement",
-        scope="dataset",
-        direction="min",
-        comparison="dataset",
-        measure=_agreement,
-        needs=frozenset({"reference"}),
-        near_one=True,
-        percent=True,
-        summary="fraction of rows whose argmax agrees with the reference's",
-    )
+_metric(
+    "agreement",
+    scope="dataset",
+    direction="min",
+    comparison="dataset",
+    measure=_agreement,
+    needs=frozenset({"reference"}),
+    near_one=True,
+    percent=True,
+    summary="fraction of rows whose argmax agrees with the reference's",
 )
-register(
-    ClaimMetric(
-        "accuracy_noninferiority",
-        scope="dataset",
-        direction="min",
-        comparison="dataset",
-        measure=_noninferiority,
-        needs=frozenset({"labels", "reference"}),
-        params=frozenset({"label", "confidence", "resamples", "seed"}),
-        bound_range=(-1.0, 0.0),
-        summary="non-inferiority: the one-sided lower confidence bound of the paired accuracy "
-        "difference (candidate - reference) against the cases' label; the bound is minus the "
-        "margin",
-    )
+_metric(
+    "accuracy_noninferiority",
+    scope="dataset",
+    direction="min",
+    comparison="dataset",
+    measure=_noninferiority,
+    needs=frozenset({"labels", "reference"}),
+    params=frozenset({"label", "confidence", "resamples", "seed"}),
+    bound_range=(-1.0, 0.0),
+    summary="non-inferiority: the one-sided lower confidence bound of the paired accuracy "
+    "difference (candidate - reference) against the cases' label; the bound is minus the "
+    "margin",
 )
 for _percentile in ("p50_ms", "p90_ms", "p95_ms"):
-    register(
-        ClaimMetric(
-            _percentile,
-            scope="speed",
-            direction="max",
-            comparison="speed",
-            params=SPEED_PARAMS,
-            unit="ms",
-            summary="the candidate's warm latency percentile on one case",
-        )
-    )
-register(
-    ClaimMetric(
-        "speedup",
+    _metric(
+        _percentile,
         scope="speed",
-        direction="min",
+        direction="max",
         comparison="speed",
-        needs=frozenset({"reference"}),
         params=SPEED_PARAMS,
-        unit="x",
-        summary="reference time / candidate time, paired interleaved blocks",
+        unit="ms",
+        summary="the candidate's warm latency percentile on one case",
     )
+_metric(
+    "speedup",
+    scope="speed",
+    direction="min",
+    comparison="speed",
+    needs=frozenset({"reference"}),
+    params=SPEED_PARAMS,
+    unit="x",
+    summary="reference time / candidate time, paired interleaved blocks",
 )
 
 
@@ -828,68 +798,55 @@ def _tf_evidence(res: Any) -> dict[str, Any]:
     }
 
 
-def _kl_judge(statistic: str) -> Callable[[Pair], Judged]:
+def _tf_judge(
+    statistic: str, explain: Callable[[Pair, Any, Any, str], tuple[str, str]]
+) -> Callable[[Pair], Judged]:
+    """A teacher-forced metric's judge: its value, and past the claim's bound one failure whose
+    place and detail ``explain(pair, accumulator, result, statistic)`` gives."""
+
     def judge(pair: Pair) -> Judged:
         from .results import Failure
 
         acc, res = _teacher_forced(pair)
         value = float(getattr(res, statistic))
-        evidence = _tf_evidence(res)
         failures = []
-        if pair.bound is not None and value > pair.bound:
-            kl = acc.kl
-            top_r, top_c = acc.top1
-            at = int(kl.argmax())
-            detail = (
-                f"KL(reference || candidate) over {len(kl)} positions; "
-                f"{int((kl > pair.bound).sum())} beyond the bound; worst at position {at} "
-                f"({_fmt_g(float(kl[at]))}): reference top-1 {int(top_r[at])}"
-                f"{_pieces(pair, [top_r[at]])}, candidate top-1 {int(top_c[at])}"
-                f"{_pieces(pair, [top_c[at]])}"
-            )
-            where = f"position {at}" if statistic == "kl_max" else f"{len(kl)} positions"
-            failures.append(
-                Failure(statistic, pair.bound, value, value - pair.bound, where, detail)
-            )
-        return Judged(value, failures, evidence)
+        excess = None if pair.bound is None else get(statistic).excess(value, pair.bound)
+        if excess is not None and excess > 0:
+            where, detail = explain(pair, acc, res, statistic)
+            failures.append(Failure(statistic, pair.bound, value, excess, where, detail))
+        return Judged(value, failures, _tf_evidence(res))
 
     return judge
 
 
-def _agreement_judge(statistic: str) -> Callable[[Pair], Judged]:
-    def judge(pair: Pair) -> Judged:
-        from .results import Failure
+def _kl_failure(pair: Pair, acc: Any, res: Any, statistic: str) -> tuple[str, str]:
+    kl = acc.kl
+    top_r, top_c = acc.top1
+    at = int(kl.argmax())
+    detail = (
+        f"KL(reference || candidate) over {len(kl)} positions; "
+        f"{int((kl > pair.bound).sum())} beyond the bound; worst at position {at} "
+        f"({_fmt_g(float(kl[at]))}): reference top-1 {int(top_r[at])}"
+        f"{_pieces(pair, [top_r[at]])}, candidate top-1 {int(top_c[at])}"
+        f"{_pieces(pair, [top_c[at]])}"
+    )
+    return (f"position {at}" if statistic == "kl_max" else f"{len(kl)} positions"), detail
 
-        acc, res = _teacher_forced(pair)
-        value = float(getattr(res, statistic))
-        evidence = _tf_evidence(res)
-        failures = []
-        if pair.bound is not None and value < pair.bound:
-            top_r, top_c = acc.top1
-            differ = [int(i) for i in (top_r != top_c).nonzero()[0]]
-            shown = ", ".join(
-                f"{p} (reference {int(top_r[p])}{_pieces(pair, [top_r[p]])}, candidate "
-                f"{int(top_c[p])}{_pieces(pair, [top_c[p]])})"
-                for p in differ[:3]
-            )
-            detail = (
-                f"top-1 differs at {len(differ)} of {res.n_positions} positions"
-                + (f": {shown}" if shown else "")
-                + (f"; top-{res.top_k} overlap {_fmt_g(res.topk_overlap)}")
-            )
-            failures.append(
-                Failure(
-                    statistic,
-                    pair.bound,
-                    value,
-                    pair.bound - value,
-                    f"{res.n_positions} positions",
-                    detail,
-                )
-            )
-        return Judged(value, failures, evidence)
 
-    return judge
+def _top1_failure(pair: Pair, acc: Any, res: Any, statistic: str) -> tuple[str, str]:
+    top_r, top_c = acc.top1
+    differ = [int(i) for i in (top_r != top_c).nonzero()[0]]
+    shown = ", ".join(
+        f"{p} (reference {int(top_r[p])}{_pieces(pair, [top_r[p]])}, candidate "
+        f"{int(top_c[p])}{_pieces(pair, [top_c[p]])})"
+        for p in differ[:3]
+    )
+    detail = (
+        f"top-1 differs at {len(differ)} of {res.n_positions} positions"
+        + (f": {shown}" if shown else "")
+        + (f"; top-{res.top_k} overlap {_fmt_g(res.topk_overlap)}")
+    )
+    return f"{res.n_positions} positions", detail
 
 
 def _greedy(pair: Pair) -> Judged:
@@ -1007,29 +964,23 @@ def _delta_ppl(pair: Pair) -> Judged:
     return Judged(value, failures, evidence)
 
 
-def _judged(name: str, judge: Callable[[Pair], Judged]) -> Callable[[Pair], Judged]:
-    """``judge`` made once per pair (the value for calibration, the failures for the gate)."""
+def _sequence_metric(name: str, judge: Callable[[Pair], Judged], **kwargs: Any) -> None:
+    """A sequence metric whose ``judge`` is made once per pair (the value for calibration, the
+    failures for the gate)."""
 
-    def cached(pair: Pair) -> Judged:
+    def judged(pair: Pair) -> Judged:
         key = f"judged:{name}"
         if key not in pair.cache:
             pair.cache[key] = judge(pair)
         return pair.cache[key]
 
-    return cached
-
-
-def _sequence_metric(name: str, judge: Callable[[Pair], Judged], **kwargs: Any) -> None:
-    judged = _judged(name, judge)
-    register(
-        ClaimMetric(
-            name,
-            scope="output",
-            comparison="sequence",
-            judge=judged,
-            measure=lambda pair: judged(pair).value,
-            **kwargs,
-        )
+    _metric(
+        name,
+        scope="output",
+        comparison="sequence",
+        judge=judged,
+        measure=lambda pair: judged(pair).value,
+        **kwargs,
     )
 
 
@@ -1050,7 +1001,7 @@ for _name, _summary in (
 ):
     _sequence_metric(
         _name,
-        _kl_judge(_name),
+        _tf_judge(_name, _kl_failure),
         direction="max",
         calibration="measured",
         params=_TOKENIZER | {"top_k"},
@@ -1058,7 +1009,7 @@ for _name, _summary in (
     )
 _sequence_metric(
     "top1_agreement",
-    _agreement_judge("top1_agreement"),
+    _tf_judge("top1_agreement", _top1_failure),
     direction="min",
     calibration="measured",
     params=_TOKENIZER | {"top_k"},
@@ -1069,7 +1020,7 @@ _sequence_metric(
 )
 _sequence_metric(
     "topk_overlap",
-    _agreement_judge("topk_overlap"),
+    _tf_judge("topk_overlap", _top1_failure),
     direction="min",
     calibration="measured",
     params=_TOKENIZER | {"top_k"},

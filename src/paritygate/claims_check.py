@@ -394,10 +394,6 @@ class SpecClaim:
     exact_bound: Decimal | None = None  # the bound exactly as the spec writes it
 
 
-def _directions() -> dict[str, str]:
-    return claim_metrics.directions()
-
-
 def _claim_lines(text: str, table: tuple[str, ...]) -> dict[str, int]:
     prefix = r"\.".join(re.escape(t) for t in (*table, "claims"))
     header = re.compile(
@@ -428,7 +424,7 @@ def read_spec_claims(spec: str | Path) -> tuple[dict[str, SpecClaim], Path, list
     raw_claims = data.get("claims", {})
     if not isinstance(raw_claims, dict):
         raise SpecError("claims must be a table of [claims.<id>] tables", where=str(path))
-    directions = _directions()
+    directions = claim_metrics.directions()
     lines = _claim_lines(text, table)
     claims: dict[str, SpecClaim] = {}
     for claim_id, value in raw_claims.items():
@@ -562,17 +558,13 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> list[Problem]:
+def _claim_marker_problems(marker: Marker, claim: SpecClaim, spec_where: str) -> list[str]:
     number = marker.number
     assert number is not None
-    where = marker.where
-    problems: list[Problem] = []
     if number.high is not None:
-        return _check_activity(marker, claim, spec_where)
+        return _activity_problems(number, claim, spec_where)
     if claim.bound is None:
-        return [
-            Problem(where, claim.id, f"the spec ({spec_where}) gives the claim no numeric bound")
-        ]
+        return [f"the spec ({spec_where}) gives the claim no numeric bound"]
     published = number.value
     published_exact = number.exact
     if number.percent and _canonical_unit(claim.unit) != "%":
@@ -581,26 +573,18 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
     published_unit = _canonical_unit(number.unit) if not number.percent else None
     claim_unit = _canonical_unit(claim.unit)
     if published_unit and claim_unit and published_unit != claim_unit:
-        problems.append(
-            Problem(
-                where,
-                claim.id,
-                f"published {number.text!r} is in {number.unit} but the spec's bound "
-                f"{_with_unit(claim.bound, claim.unit)} ({spec_where}) is in {claim.unit}",
-            )
-        )
-        return problems
+        return [
+            f"published {number.text!r} is in {number.unit} but the spec's bound "
+            f"{_with_unit(claim.bound, claim.unit)} ({spec_where}) is in {claim.unit}"
+        ]
+    problems: list[str] = []
     if claim.direction and number.comparator in ("<=", "<", ">=", ">"):
         upper = number.comparator in ("<=", "<")
         if upper != (claim.direction == "max"):
             kind = "upper" if claim.direction == "max" else "lower"
             problems.append(
-                Problem(
-                    where,
-                    claim.id,
-                    f"published {number.text!r} reads as a {'upper' if upper else 'lower'} "
-                    f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})",
-                )
+                f"published {number.text!r} reads as a {'upper' if upper else 'lower'} "
+                f"bound, but {claim.metric} is a {kind} bound in the spec ({spec_where})"
             )
     exact = published_exact is not None and claim.exact_bound is not None
     if exact:
@@ -626,41 +610,28 @@ def _check_claim_marker(marker: Marker, claim: SpecClaim, spec_where: str) -> li
             )
         if looser:
             problems.append(
-                Problem(
-                    where,
-                    claim.id,
-                    f"the gate's bound {_bound_text(claim, unit)} ({spec_where}) is looser "
-                    f"than the published {number.text!r} "
-                    f"({_published_text(published, published_exact)})"
-                    f"{gap}: the gate does not enforce the number the doc publishes",
-                )
+                f"the gate's bound {_bound_text(claim, unit)} ({spec_where}) is looser "
+                f"than the published {number.text!r} "
+                f"({_published_text(published, published_exact)})"
+                f"{gap}: the gate does not enforce the number the doc publishes"
             )
         else:
             problems.append(
-                Problem(
-                    where,
-                    claim.id,
-                    f"published {number.text!r} ({_published_text(published, published_exact)}) "
-                    f"differs from the gate's bound {_bound_text(claim, unit)} ({spec_where})"
-                    f"{gap}: publish the number the gate enforces",
-                )
+                f"published {number.text!r} ({_published_text(published, published_exact)}) "
+                f"differs from the gate's bound {_bound_text(claim, unit)} ({spec_where})"
+                f"{gap}: publish the number the gate enforces"
             )
     return problems
 
 
-def _check_activity(marker: Marker, claim: SpecClaim, spec_where: str) -> list[Problem]:
+def _activity_problems(number: PublishedNumber, claim: SpecClaim, spec_where: str) -> list[str]:
     """A published range ("5–7 skipped steps") is the claim's activity band."""
-    number = marker.number
-    assert number is not None and number.high is not None
+    assert number.high is not None
     if claim.activity is None:
         return [
-            Problem(
-                marker.where,
-                claim.id,
-                f"published range {number.text!r} has nothing to tie to: the claim has no "
-                f"activity band in the spec ({spec_where}), only the single bound "
-                f"{_with_unit(claim.bound, claim.unit)}",
-            )
+            f"published range {number.text!r} has nothing to tie to: the claim has no "
+            f"activity band in the spec ({spec_where}), only the single bound "
+            f"{_with_unit(claim.bound, claim.unit)}"
         ]
     low, high = claim.activity
     if _same(low, number.value) and _same(high, number.high):
@@ -672,21 +643,13 @@ def _check_activity(marker: Marker, claim: SpecClaim, spec_where: str) -> list[P
     counter = f" of {claim.activity_counter}" if claim.activity_counter else ""
     if looser:
         return [
-            Problem(
-                marker.where,
-                claim.id,
-                f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
-                f"published {number.text!r}: the gate does not enforce the number the doc "
-                "publishes",
-            )
+            f"the gate's activity band{counter} {band} ({spec_where}) is wider than the "
+            f"published {number.text!r}: the gate does not enforce the number the doc "
+            "publishes"
         ]
     return [
-        Problem(
-            marker.where,
-            claim.id,
-            f"published {number.text!r} differs from the gate's activity band{counter} {band} "
-            f"({spec_where}): publish the number the gate enforces",
-        )
+        f"published {number.text!r} differs from the gate's activity band{counter} {band} "
+        f"({spec_where}): publish the number the gate enforces"
     ]
 
 
@@ -711,10 +674,9 @@ def _pointer(data: Any, pointer: str, where: str) -> Any:
     return current
 
 
-def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
+def _measured_problems(marker: Marker, cache: dict[Path, Any]) -> list[str]:
     number = marker.number
     assert number is not None
-    where = marker.where
     file_text, _, pointer = marker.target.partition("#")
     file = (marker.doc.parent / file_text).resolve()
     shown = f"{file_text}#{pointer}"
@@ -729,40 +691,21 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
             cache[file] = ValueError(str(exc))
     data = cache[file]
     if data is FileNotFoundError:
-        return [
-            Problem(
-                where, None, f"published {number.text!r} cites {file_text}, which does not exist"
-            )
-        ]
+        return [f"published {number.text!r} cites {file_text}, which does not exist"]
     if isinstance(data, ValueError):
-        return [
-            Problem(
-                where,
-                None,
-                f"published {number.text!r} cites {file_text}, which is not JSON ({data})",
-            )
-        ]
+        return [f"published {number.text!r} cites {file_text}, which is not JSON ({data})"]
     try:
         value = _pointer(data, pointer, file_text)
     except LookupError as exc:
-        return [Problem(where, None, f"published {number.text!r} cites {shown}: {exc}")]
+        return [f"published {number.text!r} cites {shown}: {exc}"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return [
-            Problem(
-                where,
-                None,
-                f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite "
-                "number",
-            )
+            f"published {number.text!r} cites {shown}, which holds {value!r}, not a finite number"
         ]
     if number.high is not None:
         return [
-            Problem(
-                where,
-                None,
-                f"published range {number.text!r} cannot be a single measured figure ({shown} "
-                f"holds {_num(value)})",
-            )
+            f"published range {number.text!r} cannot be a single measured figure ({shown} "
+            f"holds {_num(value)})"
         ]
     readings = [(number.value, number.resolution)]
     if number.percent:
@@ -772,12 +715,8 @@ def _check_measured(marker: Marker, cache: dict[Path, Any]) -> list[Problem]:
         if abs(published - value) <= resolution * (1 + 1e-9) + 1e-15:
             return []
     return [
-        Problem(
-            where,
-            None,
-            f"published {number.text!r} differs from {shown}, which holds {_num(value)} "
-            f"(it rounds to the written precision as {_round_like(value, number)})",
-        )
+        f"published {number.text!r} differs from {shown}, which holds {_num(value)} "
+        f"(it rounds to the written precision as {_round_like(value, number)})"
     ]
 
 
@@ -870,7 +809,8 @@ def check_claims(
                 result.problems.append(Problem(marker.where, None, marker.problem))
                 continue
             if marker.kind == "measured":
-                result.problems.extend(_check_measured(marker, cache))
+                found = _measured_problems(marker, cache)
+                result.problems.extend(Problem(marker.where, None, m) for m in found)
                 continue
             claim = claims.get(marker.target)
             if claim is None:
@@ -885,7 +825,8 @@ def check_claims(
                 )
                 continue
             marked.setdefault(resolved, {}).setdefault(claim.id, []).append(marker.line)
-            result.problems.extend(_check_claim_marker(marker, claim, spec_where(claim)))
+            found = _claim_marker_problems(marker, claim, spec_where(claim))
+            result.problems.extend(Problem(marker.where, claim.id, m) for m in found)
 
     for doc, listed in published_in.items():
         for claim, lines, name in listed:

@@ -31,17 +31,6 @@ class _Unset:
 
 
 _UNSET: Any = _Unset()
-_BOUND_NAMES = (
-    "atol",
-    "rtol",
-    "min_cosine",
-    "max_ulp",
-    "max_mean_abs",
-    "equal_nan",
-    "rel_eps",
-    "rel_denominator",
-    "worst_k",
-)
 
 
 def compare(
@@ -67,24 +56,18 @@ def compare(
     when ``|actual - expected| <= atol + rtol * |expected|``. The result is truthy when every
     output is within bounds and both trees have the same outputs.
     """
-    given = {
-        name: value
-        for name, value in zip(
-            _BOUND_NAMES,
-            (
-                atol,
-                rtol,
-                min_cosine,
-                max_ulp,
-                max_mean_abs,
-                equal_nan,
-                rel_eps,
-                rel_denominator,
-                worst_k,
-            ),
-        )
-        if value is not _UNSET
-    }
+    bounds = dict(
+        atol=atol,
+        rtol=rtol,
+        min_cosine=min_cosine,
+        max_ulp=max_ulp,
+        max_mean_abs=max_mean_abs,
+        equal_nan=equal_nan,
+        rel_eps=rel_eps,
+        rel_denominator=rel_denominator,
+        worst_k=worst_k,
+    )
+    given = {name: value for name, value in bounds.items() if value is not _UNSET}
     if tolerance is not None:
         if given:
             raise InputError(
@@ -179,26 +162,20 @@ def _check_same_structure(
     A ragged or mixed JSON list, or a dict where the other side has an array, is not a missing
     output plus extra ones: the two trees disagree on what the output is, like a shape mismatch.
     """
-    for path in missing:
-        inside = _nested_under(path, extra)
-        if inside:
-            raise InputError(
-                f"structure mismatch: expected has one output ({_describe(leaves_expected[path])}) "
-                f"here but actual has {len(inside)} nested output(s) ({_some(inside)})",
-                where=path or "output tree",
-                hint="a ragged or mixed list is a container; a rectangular list of numbers is one "
-                "array",
-            )
-    for path in extra:
-        inside = _nested_under(path, missing)
-        if inside:
-            raise InputError(
-                f"structure mismatch: actual has one output ({_describe(leaves_actual[path])}) "
-                f"here but expected has {len(inside)} nested output(s) ({_some(inside)})",
-                where=path or "output tree",
-                hint="a ragged or mixed list is a container; a rectangular list of numbers is one "
-                "array",
-            )
+    for one, paths, leaves, other, others in (
+        ("expected", missing, leaves_expected, "actual", extra),
+        ("actual", extra, leaves_actual, "expected", missing),
+    ):
+        for path in paths:
+            inside = _nested_under(path, others)
+            if inside:
+                raise InputError(
+                    f"structure mismatch: {one} has one output ({_describe(leaves[path])}) "
+                    f"here but {other} has {len(inside)} nested output(s) ({_some(inside)})",
+                    where=path or "output tree",
+                    hint="a ragged or mixed list is a container; a rectangular list of numbers is "
+                    "one array",
+                )
 
 
 def _some(paths: list[str], shown: int = 3) -> str:
@@ -473,25 +450,8 @@ def _compare_string_arrays(
 ) -> OutputComparison:
     """Arrays of strings compare exactly, element by element; an empty one against a non-empty
     one fails on its size, as numeric outputs do."""
-    if a.shape != e.shape and (a.size == 0) != (e.size == 0):
-        if (a.dtype.kind == "S") != (e.dtype.kind == "S"):
-            raise InputError(
-                f"cannot compare actual {_describe(a)} with expected {_describe(e)}: "
-                "bytes against text",
-                where=path or None,
-            )
-        return _size_failure(
-            path,
-            tolerance,
-            a.shape,
-            e.shape,
-            host.dtype_name(a.dtype),
-            host.dtype_name(e.dtype),
-            "str",
-            None,
-            "host",
-        )
-    if a.shape != e.shape:
+    one_empty = (a.size == 0) != (e.size == 0)
+    if a.shape != e.shape and not one_empty:
         raise InputError(
             f"shape mismatch: actual {a.shape} {host.dtype_name(a.dtype)} vs expected {e.shape} "
             f"{host.dtype_name(e.dtype)}",
@@ -502,6 +462,18 @@ def _compare_string_arrays(
             f"cannot compare actual {_describe(a)} with expected {_describe(e)}: "
             "bytes against text",
             where=path or None,
+        )
+    if a.shape != e.shape:
+        return _size_failure(
+            path,
+            tolerance,
+            a.shape,
+            e.shape,
+            host.dtype_name(a.dtype),
+            host.dtype_name(e.dtype),
+            "str",
+            None,
+            "host",
         )
     differ = a != e
     count = int(np.count_nonzero(differ))

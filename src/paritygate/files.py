@@ -30,7 +30,8 @@ import stat
 import struct
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 # Protocol 2+ pickles start with PROTO (0x80); torch.save writes a zip holding ``data.pkl``.
 _PICKLE_PROTO = 0x80
+_PICKLED = "is a pickle file, refused"
 _NO_PICKLE_HINT = (
     "paritygate never unpickles; save outputs as safetensors, npz of plain arrays or JSON"
 )
@@ -90,13 +92,21 @@ _SAFETENSORS_DTYPES = {
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file's bytes, read in chunks."""
     path = Path(path)
-    try:
+    with _reading(path, "a file"):
         with open_regular(path) as handle:
             return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+@contextmanager
+def _reading(path: Path, expected: str) -> Iterator[None]:
+    """An OS error of reading ``path`` (missing, a directory where ``expected`` was, not a
+    regular file, unreadable) as one InputError naming it."""
+    try:
+        yield
     except FileNotFoundError:
         raise InputError("file not found", where=str(path)) from None
     except IsADirectoryError:
-        raise InputError("is a directory, expected a file", where=str(path)) from None
+        raise InputError(f"is a directory, expected {expected}", where=str(path)) from None
     except NotRegularFile:
         raise InputError(NOT_REGULAR, where=str(path)) from None
     except OSError as exc:
@@ -263,24 +273,12 @@ def load_outputs(path: str | os.PathLike[str], *, require_names: bool = False) -
             where=where,
         )
     data = _read_bytes(path)
-    if suffix == ".safetensors":
-        # The 8-byte header length of a valid file may itself begin with 0x80, so a pickle is
-        # recognised only once the bytes fail to parse as safetensors.
-        try:
-            flat = _load_safetensors(data, where)
-        except InputError:
-            if _looks_pickled(data):
-                raise InputError(
-                    "is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT
-                ) from None
-            raise
-        return nest_outputs(flat, where=where)
-    if _looks_pickled(data):
-        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
     if suffix == ".npy":
-        return {path.stem: _load_npy(data, where)}
-    if suffix == ".npz":
-        return nest_outputs(_load_npz(path, data, where), where=where)
+        return {path.stem: _load_arrays(path, data, where)}
+    if suffix != ".json":
+        return nest_outputs(_load_arrays(path, data, where), where=where)
+    if _looks_pickled(data):
+        raise InputError(_PICKLED, where=where, hint=_NO_PICKLE_HINT)
     tree = _load_json(data, where)
     if isinstance(tree, dict):
         return tree
@@ -303,20 +301,7 @@ def load_case(path: str | os.PathLike[str]) -> Any:
         return _load_json(data, where)
     if suffix not in (".npz", ".npy", ".safetensors"):
         return data
-    if suffix == ".safetensors":
-        try:
-            return _load_safetensors(data, where)
-        except InputError:
-            if _looks_pickled(data):
-                raise InputError(
-                    "is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT
-                ) from None
-            raise
-    if _looks_pickled(data):
-        raise InputError("is a pickle file, refused", where=where, hint=_NO_PICKLE_HINT)
-    if suffix == ".npy":
-        return _load_npy(data, where)
-    return _load_npz(path, data, where)
+    return _load_arrays(path, data, where)
 
 
 def _looks_pickled(data: bytes) -> bool:
@@ -324,17 +309,29 @@ def _looks_pickled(data: bytes) -> bool:
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
+    with _reading(path, "an output file"):
         with open_regular(path) as handle:
             return handle.read()
-    except FileNotFoundError:
-        raise InputError("file not found", where=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected an output file", where=str(path)) from None
-    except NotRegularFile:
-        raise InputError(NOT_REGULAR, where=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", where=str(path)) from None
+
+
+def _load_arrays(path: Path, data: bytes, where: str) -> Any:
+    """The arrays of a .safetensors or .npz file (flat name -> array) or a .npy file (one
+    array); a pickle is refused."""
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        # The 8-byte header length of a valid file may itself begin with 0x80, so a pickle is
+        # recognised only once the bytes fail to parse as safetensors.
+        try:
+            return _load_safetensors(data, where)
+        except InputError:
+            if _looks_pickled(data):
+                raise InputError(_PICKLED, where=where, hint=_NO_PICKLE_HINT) from None
+            raise
+    if _looks_pickled(data):
+        raise InputError(_PICKLED, where=where, hint=_NO_PICKLE_HINT)
+    if suffix == ".npy":
+        return _load_npy(data, where)
+    return _load_npz(path, data, where)
 
 
 def _load_safetensors(data: bytes, where: str) -> dict[str, Any]:
@@ -689,16 +686,11 @@ def _check_npy_size(data: bytes, label: str) -> None:
 
 def _check_safetensors_names(header: bytes, where: str) -> None:
     """A tensor name may appear once in a safetensors header (JSON would keep the last one)."""
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                raise InputError(f"tensor {key!r} appears twice in the header", where=where)
-            seen.add(key)
-        return dict(items)
-
     try:
-        json.loads(header.decode("utf-8"), object_pairs_hook=pairs)
+        json.loads(header.decode("utf-8"), object_pairs_hook=_object_without_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise InputError(
+            f"tensor {exc.args[0]!r} appears twice in the header", where=where
+        ) from None
     except (UnicodeDecodeError, ValueError):
         return  # safetensors itself reports a header that is not JSON

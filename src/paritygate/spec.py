@@ -645,14 +645,9 @@ class _Validator:
                 "this paritygate reads spec format_version "
                 f"{' or '.join(map(str, READABLE_SPEC_VERSIONS))}, got {version!r}",
             )
-        if "benchmarks" in data and isinstance(version, int) and version < 5:
-            raise self.error("benchmarks", "[benchmarks] needs format_version = 5")
-        if "locate" in data and isinstance(version, int) and version < 6:
-            raise self.error("locate", "[locate] needs format_version = 6")
-        if "execution" in data and isinstance(version, int) and version < 8:
-            raise self.error("execution", "[execution] needs format_version = 8")
-        if "waived" in data and version < 2:
-            raise self.error("waived", "[waived] needs format_version = 2")
+        for section, needs in (("benchmarks", 5), ("locate", 6), ("execution", 8), ("waived", 2)):
+            if section in data and version < needs:
+                raise self.error(section, f"[{section}] needs format_version = {needs}")
         name = self.string(data, "", "name", self.root.name)
         references = self.inside(data.get("references", "references"), "references")
         reports = self.inside(data.get("reports", default_reports(self.path)), "reports")

@@ -76,19 +76,22 @@ def _where_label(path: str) -> str:
     return path or "output"
 
 
+def _input_error(path: str, message: str) -> InputError:
+    """An InputError naming the output (``path``, else "output")."""
+    return InputError(message, where=_where_label(path))
+
+
 def _bound(
     name: str, value: Any, *, low: float = 0.0, high: float = math.inf, path: str = ""
 ) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"{name} must be a number, got {value!r}", where=_where_label(path))
+        raise _input_error(path, f"{name} must be a number, got {value!r}")
     value = float(value)
     if not (math.isfinite(value) and low <= value <= high):
         span = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
-        raise InputError(
-            f"{name} must be a finite number {span}, got {value!r}", where=_where_label(path)
-        )
+        raise _input_error(path, f"{name} must be a finite number {span}, got {value!r}")
     return value
 
 
@@ -135,38 +138,32 @@ def _label_map(
     boxes: Mapping[Any, Any], side: str, edge_names: tuple[str, ...], path: str
 ) -> dict[str, list[float]]:
     if not isinstance(boxes, Mapping):
-        raise InputError(
-            f"{side} boxes must be a mapping label -> edges, got {type(boxes).__name__}",
-            where=_where_label(path),
+        raise _input_error(
+            path, f"{side} boxes must be a mapping label -> edges, got {type(boxes).__name__}"
         )
     out: dict[str, list[float]] = {}
     for label, value in boxes.items():
         key = str(label)
         if key in out:
-            raise InputError(
-                f"{side} labels {label!r} collide once written as text", where=_where_label(path)
-            )
+            raise _input_error(path, f"{side} labels {label!r} collide once written as text")
         if isinstance(value, Mapping):
             absent = [e for e in edge_names if e not in value]
             if absent:
-                raise InputError(
-                    f"{side} box {key!r} lacks edges {absent}", where=_where_label(path)
-                )
+                raise _input_error(path, f"{side} box {key!r} lacks edges {absent}")
             coords = [value[e] for e in edge_names]
         else:
             coords = np.asarray(value).reshape(-1).tolist() if not isinstance(value, str) else None
             if coords is None or len(coords) != len(edge_names):
-                raise InputError(
+                raise _input_error(
+                    path,
                     f"{side} box {key!r} has {len(coords) if coords is not None else 'no'} "
                     f"coordinates, expected {len(edge_names)} ({', '.join(edge_names)})",
-                    where=_where_label(path),
                 )
         try:
             out[key] = [float(c) for c in coords]
         except (TypeError, ValueError):
-            raise InputError(
-                f"{side} box {key!r} holds non-numeric coordinates {coords!r}",
-                where=_where_label(path),
+            raise _input_error(
+                path, f"{side} box {key!r} holds non-numeric coordinates {coords!r}"
             ) from None
     return out
 
@@ -189,18 +186,17 @@ def compare_keyed_boxes(
     """
     edge_names = tuple(str(e) for e in edge_names)
     if not edge_names or len(set(edge_names)) != len(edge_names):
-        raise InputError(
-            f"edge_names must be distinct and non-empty, got {list(edge_names)}",
-            where=_where_label(path),
+        raise _input_error(
+            path, f"edge_names must be distinct and non-empty, got {list(edge_names)}"
         )
     if isinstance(max_edge_delta, Mapping):
         unknown = sorted(set(map(str, max_edge_delta)) - set(edge_names))
         absent = [e for e in edge_names if e not in max_edge_delta]
         if unknown or absent:
-            raise InputError(
+            raise _input_error(
+                path,
                 f"max_edge_delta per edge must name exactly {list(edge_names)} "
                 f"(unknown {unknown}, absent {absent})",
-                where=_where_label(path),
             )
         bounds = {
             e: _bound(f"max_edge_delta[{e}]", max_edge_delta[e], path=path) for e in edge_names
@@ -209,7 +205,7 @@ def compare_keyed_boxes(
     else:
         single = _bound("max_edge_delta", max_edge_delta, path=path)
         if single is None:
-            raise InputError("max_edge_delta is required", where=_where_label(path))
+            raise _input_error(path, "max_edge_delta is required")
         bounds = {e: single for e in edge_names}
         bound_record = single
     act = _label_map(actual, "actual", edge_names, path)
@@ -342,15 +338,12 @@ class MatchedBoxesResult(_Verdict):
 def _boxes_array(boxes: Any, side: str, path: str) -> np.ndarray:
     array = np.asarray(boxes, dtype=np.float64) if not isinstance(boxes, np.ndarray) else boxes
     if array.dtype.kind not in "biuf":
-        raise InputError(
-            f"{side} boxes must be numeric, got dtype {array.dtype}", where=_where_label(path)
-        )
+        raise _input_error(path, f"{side} boxes must be numeric, got dtype {array.dtype}")
     if array.size == 0:
         return np.zeros((0, 4))
     if array.ndim != 2 or array.shape[1] != 4:
-        raise InputError(
-            f"{side} boxes must have shape (n, 4) as x1, y1, x2, y2; got {tuple(array.shape)}",
-            where=_where_label(path),
+        raise _input_error(
+            path, f"{side} boxes must have shape (n, 4) as x1, y1, x2, y2; got {tuple(array.shape)}"
         )
     return array.astype(np.float64)
 
@@ -377,21 +370,21 @@ def match_boxes(
 
     threshold = _bound("min_iou", min_iou, high=1.0, path=path)
     if threshold is None:
-        raise InputError("min_iou is required", where=_where_label(path))
+        raise _input_error(path, "min_iou is required")
     edge_bound = _bound("max_edge_delta", max_edge_delta, path=path)
     a = _boxes_array(actual, "actual", path)
     e = _boxes_array(expected, "expected", path)
     iou = box_iou(a, e)
     allowed = np.ones_like(iou, dtype=bool)
     if (actual_classes is None) != (expected_classes is None):
-        raise InputError("give classes for both sides or for neither", where=_where_label(path))
+        raise _input_error(path, "give classes for both sides or for neither")
     if actual_classes is not None:
         ca, ce = np.asarray(actual_classes), np.asarray(expected_classes)
         if ca.shape != (len(a),) or ce.shape != (len(e),):
-            raise InputError(
+            raise _input_error(
+                path,
                 f"classes must hold one entry per box: actual {ca.shape} for "
                 f"{len(a)} boxes, expected {ce.shape} for {len(e)} boxes",
-                where=_where_label(path),
             )
         allowed = ca[:, None] == ce[None, :]
     # Pairs below the threshold cannot match, so they carry no weight in the assignment.
@@ -537,19 +530,16 @@ def _sequence(value: Any, side: str, path: str) -> str | np.ndarray:
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
-        raise InputError(
-            f"{side} sequence is bytes; decode it to text first", where=_where_label(path)
-        )
+        raise _input_error(path, f"{side} sequence is bytes; decode it to text first")
     array = np.asarray(value)
     if array.ndim != 1:
-        raise InputError(
-            f"{side} sequence must be one-dimensional, got shape {tuple(array.shape)}",
-            where=_where_label(path),
+        raise _input_error(
+            path, f"{side} sequence must be one-dimensional, got shape {tuple(array.shape)}"
         )
     if array.size and array.dtype.kind not in "biuU":
-        raise InputError(
+        raise _input_error(
+            path,
             f"{side} sequence must hold token ids (integers) or strings, got dtype {array.dtype}",
-            where=_where_label(path),
         )
     return array
 
@@ -564,17 +554,15 @@ def compare_sequences(
     ``context`` items before and after the divergence on both sides.
     """
     if not isinstance(context, int) or context < 0:
-        raise InputError(
-            f"context must be a whole number >= 0, got {context!r}", where=_where_label(path)
-        )
+        raise _input_error(path, f"context must be a whole number >= 0, got {context!r}")
     a = _sequence(actual, "actual", path)
     e = _sequence(expected, "expected", path)
     if isinstance(a, str) != isinstance(e, str):
-        raise InputError(
+        raise _input_error(
+            path,
             "cannot compare text with a token sequence "
             f"(actual {'text' if isinstance(a, str) else 'tokens'}, expected "
             f"{'text' if isinstance(e, str) else 'tokens'})",
-            where=_where_label(path),
         )
     if (
         not isinstance(a, str)
@@ -582,10 +570,10 @@ def compare_sequences(
         and e.size
         and (a.dtype.kind == "U") != (e.dtype.kind == "U")
     ):
-        raise InputError(
+        raise _input_error(
+            path,
             f"cannot compare token ids with strings (actual dtype {a.dtype}, "
             f"expected dtype {e.dtype})",
-            where=_where_label(path),
         )
     common = min(len(a), len(e))
     if isinstance(a, str):
@@ -734,13 +722,9 @@ def class_probabilities(rows: Any, inputs: str) -> np.ndarray:
 def _as_rows(value: Any, side: str, axis: int, path: str) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind not in "biuf" and array.dtype.name not in ("bfloat16", "float16"):
-        raise InputError(
-            f"{side} scores must be numeric, got dtype {array.dtype}", where=_where_label(path)
-        )
+        raise _input_error(path, f"{side} scores must be numeric, got dtype {array.dtype}")
     if array.ndim == 0:
-        raise InputError(
-            f"{side} scores must have a class axis, got a scalar", where=_where_label(path)
-        )
+        raise _input_error(path, f"{side} scores must have a class axis, got a scalar")
     return np.moveaxis(array.astype(np.float64), axis, -1)
 
 
@@ -780,9 +764,7 @@ def compare_class_decisions(
     from scipy.special import log_softmax, rel_entr
 
     if inputs not in ("logits", "probabilities"):
-        raise InputError(
-            f"inputs must be 'logits' or 'probabilities', got {inputs!r}", where=_where_label(path)
-        )
+        raise _input_error(path, f"inputs must be 'logits' or 'probabilities', got {inputs!r}")
     bounds = {
         "min_argmax_agreement": _bound(
             "min_argmax_agreement", min_argmax_agreement, high=1.0, path=path
@@ -797,29 +779,25 @@ def compare_class_decisions(
     a = _as_rows(actual, "actual", axis, path)
     e = _as_rows(expected, "expected", axis, path)
     if a.shape != e.shape:
-        raise InputError(
+        raise _input_error(
+            path,
             f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} "
             "(class axis last)",
-            where=_where_label(path),
         )
     batch_shape, n_classes = a.shape[:-1], a.shape[-1]
     if n_classes < 1:
-        raise InputError("the class axis is empty", where=_where_label(path))
+        raise _input_error(path, "the class axis is empty")
     for side, array in (("actual", a), ("expected", e)):
         if not np.isfinite(array).all():
-            raise InputError(
-                f"{side} {inputs} hold NaN or infinite values; decisions are undefined",
-                where=_where_label(path),
+            raise _input_error(
+                path, f"{side} {inputs} hold NaN or infinite values; decisions are undefined"
             )
     a2, e2 = a.reshape(-1, n_classes), e.reshape(-1, n_classes)
     n_rows = len(a2)
     if top_k is not None and not (isinstance(top_k, int) and 1 <= top_k <= n_classes):
-        raise InputError(
-            f"top_k must be a whole number in [1, {n_classes}], got {top_k!r}",
-            where=_where_label(path),
-        )
+        raise _input_error(path, f"top_k must be a whole number in [1, {n_classes}], got {top_k!r}")
     if bounds["min_topk_agreement"] is not None and top_k is None:
-        raise InputError("min_topk_agreement needs top_k", where=_where_label(path))
+        raise _input_error(path, "min_topk_agreement needs top_k")
 
     if inputs == "logits":
         pa, pe = class_probabilities(a2, inputs), class_probabilities(e2, inputs)
@@ -829,10 +807,10 @@ def compare_class_decisions(
         for side, p in (("actual", a2), ("expected", e2)):
             sums = p.sum(axis=1)
             if (p < 0).any() or (p > 1).any() or (n_rows and np.abs(sums - 1).max() > 1e-3):
-                raise InputError(
+                raise _input_error(
+                    path,
                     f"{side} probabilities must lie in [0, 1] and sum to 1 per row "
                     f"(row sums span {sums.min():.6g}..{sums.max():.6g})",
-                    where=_where_label(path),
                 )
         pa, pe = a2, e2
         kl_rows = rel_entr(pe, pa).sum(axis=1)
@@ -937,13 +915,13 @@ def compare_class_decisions(
     if labels is not None:
         lab = np.asarray(labels)
         if lab.shape != batch_shape or (lab.size and lab.dtype.kind not in "iu"):
-            raise InputError(
+            raise _input_error(
+                path,
                 f"labels must be integers of shape {tuple(batch_shape)}, got "
                 f"{tuple(lab.shape)} {lab.dtype}",
-                where=_where_label(path),
             )
         if lab.size and (lab.min() < 0 or lab.max() >= n_classes):
-            raise InputError(f"labels must lie in [0, {n_classes - 1}]", where=_where_label(path))
+            raise _input_error(path, f"labels must lie in [0, {n_classes - 1}]")
         ece_a = expected_calibration_error(pa, lab, n_bins=n_bins)
         ece_e = expected_calibration_error(pe, lab, n_bins=n_bins)
         ece_inc = ece_a - ece_e
@@ -961,7 +939,7 @@ def compare_class_decisions(
                 )
             )
     elif bounds["max_ece_increase"] is not None:
-        raise InputError("max_ece_increase needs labels", where=_where_label(path))
+        raise _input_error(path, "max_ece_increase needs labels")
 
     return ClassDecisionResult(
         path=path,
@@ -1040,9 +1018,7 @@ def compare_images(
         ) from None
     rng = _bound("data_range", data_range, path=path)
     if rng is None or rng <= 0:
-        raise InputError(
-            f"data_range must be a finite number > 0, got {data_range!r}", where=_where_label(path)
-        )
+        raise _input_error(path, f"data_range must be a finite number > 0, got {data_range!r}")
     lower_ssim = _bound("min_ssim", min_ssim, low=-1.0, high=1.0, path=path)
     lower_psnr = (
         _bound("min_psnr", min_psnr, low=-math.inf, path=path) if min_psnr is not None else None
@@ -1050,19 +1026,13 @@ def compare_images(
     a, e = np.asarray(actual), np.asarray(expected)
     for side, img in (("actual", a), ("expected", e)):
         if img.dtype.kind not in "biuf":
-            raise InputError(
-                f"{side} image must be numeric, got dtype {img.dtype}", where=_where_label(path)
-            )
+            raise _input_error(path, f"{side} image must be numeric, got dtype {img.dtype}")
     if a.shape != e.shape:
-        raise InputError(
-            f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}",
-            where=_where_label(path),
+        raise _input_error(
+            path, f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}"
         )
     if a.ndim < 2:
-        raise InputError(
-            f"images need at least 2 dimensions, got shape {tuple(a.shape)}",
-            where=_where_label(path),
-        )
+        raise _input_error(path, f"images need at least 2 dimensions, got shape {tuple(a.shape)}")
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     diff = np.abs(a64 - e64)
     finite = bool(np.isfinite(a64).all() and np.isfinite(e64).all())
@@ -1076,7 +1046,7 @@ def compare_images(
                 )
             )
         except ValueError as exc:
-            raise InputError(f"SSIM cannot be computed: {exc}", where=_where_label(path)) from None
+            raise _input_error(path, f"SSIM cannot be computed: {exc}") from None
         with np.errstate(divide="ignore"):
             psnr = (
                 math.inf if mse == 0 else float(peak_signal_noise_ratio(e64, a64, data_range=rng))

@@ -29,7 +29,7 @@ def _pass_styles(values: tuple[str, ...]) -> str | dict[str, str]:
 
 
 def _calling_options(command):
-    """--pass and --factory, shared by init and quick: how each runner is called."""
+    """--format, --pass and --factory, shared by init and quick: how each runner is called."""
     command = click.option(
         "--factory",
         "factories",
@@ -38,7 +38,7 @@ def _calling_options(command):
         help="That runner's module:function is a factory: called once with no arguments, it "
         "returns the per-case function (repeatable).",
     )(command)
-    return click.option(
+    command = click.option(
         "--pass",
         "pass_as",
         multiple=True,
@@ -46,6 +46,14 @@ def _calling_options(command):
         help="What a module:function receives per case: a Case (.name .path .load(); the "
         "default), the case's inputs (a dict of arrays), or the file's path (the spec's pass). "
         "For both runners, or one: --pass candidate:path (repeatable).",
+    )(command)
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["npz", "safetensors", "json"]),
+        default="npz",
+        show_default=True,
+        help="What a command writes at {out}.",
     )(command)
 
 
@@ -84,14 +92,6 @@ def _calling_options(command):
     type=float,
     default=None,
     help="A max-abs claim with this bound instead of an exact one.",
-)
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["npz", "safetensors", "json"]),
-    default="npz",
-    show_default=True,
-    help="What a command writes at {out}.",
 )
 @_calling_options
 @click.option("--force", is_flag=True, help="Replace an existing parity.toml.")
@@ -210,14 +210,6 @@ def cases_add_command(
 )
 @click.option("--atol", type=float, default=None, help="Max-abs bound (default: exact).")
 @click.option("--min-cosine", type=float, default=None, help="Cosine floor (default: exact).")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["npz", "safetensors", "json"]),
-    default="npz",
-    show_default=True,
-    help="What a command writes at {out}.",
-)
 @_calling_options
 @click.option(
     "--save-spec",
