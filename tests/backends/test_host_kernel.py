@@ -272,6 +272,31 @@ def test_worst_k_matches_brute_force(seed, kernel):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
+def test_worst_k_ties_keep_the_lowest_indices(kernel):
+    """More elements tie for the largest excess in one block than k: the lowest indices win,
+    in index order (then the next excess), on both kernels; the reverse order fails."""
+    e = np.zeros(2 * BLOCK, np.float32)
+    a = e.copy()
+    a[BLOCK + 100 : BLOCK + 140 : 2] = 0.5  # 20 ties
+    a[7] = 0.25
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=5), "x", kernel=kernel)
+    assert [el.index for el in out.worst] == [(BLOCK + 100 + 2 * i,) for i in range(5)]
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=21), "x", kernel=kernel)
+    assert out.worst[-1].index == (7,) and out.worst[-2].index == (BLOCK + 138,)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_worst_k_found_when_each_beats_the_last_by_a_hair(kernel):
+    """Excesses rising by one float32 step per element through a block: the worst are its last
+    elements, however little they beat those found before (a sub-block skipped on a loose
+    threshold would miss them)."""
+    e = np.zeros(BLOCK, np.float32)
+    a = np.float32(0.5) + np.arange(BLOCK, dtype=np.float32) * np.float32(2**-24)
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=3), "x", kernel=kernel)
+    assert [el.index for el in out.worst] == [(BLOCK - 1,), (BLOCK - 2,), (BLOCK - 3,)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_uint8_zero_against_255_is_255(kernel):
     a = np.zeros(2 * BLOCK, np.uint8)
     e = np.zeros(2 * BLOCK, np.uint8)

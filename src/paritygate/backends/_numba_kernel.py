@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["available", "supports", "partials"]
+__all__ = ["available", "supports", "partials", "worst"]
 
 _SUPPORTED_FLOATS = ("float32", "float64")
 _kernel: Any = None
@@ -66,7 +66,7 @@ def supports(pair: Any) -> bool:
 
 # The kernel's helpers, compiled by _build and bound here as module globals (see there).
 _nb_sums = _nb_dense_map = _nb_dense_ulp = _nb_fmax = _nb_umax = _nb_count_positive = None
-_nb_screen = _nb_ulp_stats = None
+_nb_screen = _nb_ulp_stats = _nb_above = _nb_sub_worst = None
 
 
 def _build() -> Any:
@@ -534,6 +534,161 @@ def _build() -> Any:
 
     del numba
     return kernel
+
+
+_worst_kernel: Any = None
+
+
+def _build_worst() -> Any:
+    from numba import njit
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def above(sa, se, atol, rtol, threshold):
+        # How many float elements could beat ``threshold``: a branch-free count (vectorized)
+        # that errs only upward (an element with any NaN or infinity in its excess counts).
+        count = 0
+        for i in range(sa.size):
+            x = np.float64(sa[i])
+            y = np.float64(se[i])
+            d = abs(x - y)
+            excess = d - (abs(y) * rtol + atol)
+            count += (d != 0.0) & (
+                (excess > threshold) | (excess != excess) | (abs(excess) == np.inf)
+            )
+        return count
+
+    globals().update(_nb_above=above)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def sub_worst(a, e, start, stop, mode, atol, rtol, equal_nan, k, out_x, out_i, out_d, found):
+        for i in range(start, stop):
+            if mode == 1:
+                xi = np.int64(a[i])
+                yi = np.int64(e[i])
+                y = np.float64(yi)
+                if xi >= yi:
+                    d = np.float64(np.uint64(xi) - np.uint64(yi))
+                else:
+                    d = np.float64(np.uint64(yi) - np.uint64(xi))
+            elif mode == 2:
+                xu = np.uint64(a[i])
+                yu = np.uint64(e[i])
+                y = np.float64(yu)
+                if xu >= yu:
+                    d = np.float64(xu - yu)
+                else:
+                    d = np.float64(yu - xu)
+            else:
+                x = np.float64(a[i])
+                y = np.float64(e[i])
+                d = abs(x - y)
+            if mode == 0 and not (math.isfinite(x) and math.isfinite(y)):
+                xn = math.isnan(x)
+                yn = math.isnan(y)
+                if xn != yn or (xn and yn and not equal_nan) or (not xn and not yn and x != y):
+                    excess = np.inf
+                else:
+                    continue
+            elif d > 0.0:
+                excess = d - (abs(y) * rtol + atol)
+            else:
+                continue
+            if found == k and not excess > out_x[k - 1]:
+                continue
+            j = found if found < k else k - 1
+            while j > 0 and out_x[j - 1] < excess:
+                out_x[j] = out_x[j - 1]
+                out_i[j] = out_i[j - 1]
+                out_d[j] = out_d[j - 1]
+                j -= 1
+            out_x[j] = excess
+            out_i[j] = i
+            out_d[j] = d
+            if found < k:
+                found += 1
+        return found
+
+    globals().update(_nb_sub_worst=sub_worst)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def block_worst(a, e, start, stop, mode, atol, rtol, equal_nan, k, out_x, out_i, out_d):
+        # The k elements of [start, stop) with the largest excess (ties: the lowest index first),
+        # by the host's rules (host._block_elements): elements that differ, and non-finite
+        # mismatches with an infinite excess. Returns how many were found (at most k). Once k
+        # are held, a float sub-block none of whose elements can displace one is skipped.
+        found = 0
+        for sub_start in range(start, stop, SUB_BLOCK):
+            sub_stop = min(sub_start + SUB_BLOCK, stop)
+            if mode == 0 and found == k:
+                if (
+                    _nb_above(
+                        a[sub_start:sub_stop], e[sub_start:sub_stop], atol, rtol, out_x[k - 1]
+                    )
+                    == 0
+                ):
+                    continue
+            found = _nb_sub_worst(
+                a,
+                e,
+                sub_start,
+                sub_stop,
+                mode,
+                atol,
+                rtol,
+                equal_nan,
+                k,
+                out_x,
+                out_i,
+                out_d,
+                found,
+            )
+        return found
+
+    return block_worst
+
+
+def worst(pair: Any, settings: Any, blocks: list[int], k: int) -> list:
+    """(excess, flat index, actual, expected, abs_diff) of the k worst elements of each of
+    ``blocks``, the blocks split between threads as the partials are: the elements and their
+    order are those of the host's numpy revisit (host._block_elements)."""
+    global _worst_kernel
+    if _worst_kernel is None:
+        _worst_kernel = _build_worst()
+    from ._blocks import BLOCK
+
+    a = pair.a.reshape(-1)
+    e = pair.e.reshape(-1)
+    mode = {"float": 0, "int": 1, "uint": 2, "bool": 3}[pair.mode]
+    n_out = len(blocks)
+    out_x = np.empty((n_out, k), np.float64)
+    out_i = np.empty((n_out, k), np.int64)
+    out_d = np.empty((n_out, k), np.float64)
+    found = np.zeros(n_out, np.int64)
+
+    def work(first: int, last: int) -> None:
+        for j in range(first, last):
+            start = blocks[j] * BLOCK
+            found[j] = _worst_kernel(
+                a,
+                e,
+                start,
+                min(start + BLOCK, a.size),
+                mode,
+                settings.atol,
+                settings.rtol,
+                settings.equal_nan,
+                k,
+                out_x[j],
+                out_i[j],
+                out_d[j],
+            )
+
+    split_blocks(n_out, work)
+    return [
+        (float(out_x[j, m]), int(out_i[j, m]), a[out_i[j, m]], e[out_i[j, m]], float(out_d[j, m]))
+        for j in range(n_out)
+        for m in range(int(found[j]))
+    ]
 
 
 _INT_VIEW = {4: np.int32, 8: np.int64}
