@@ -4,7 +4,8 @@ The arrays are walked in blocks of :data:`BLOCK` elements (512 KiB per float64 t
 working set stays in cache and the extra memory does not grow with the array size). Each block
 yields its partial sums in float64 and its maxima; the worst-k elements are found without holding
 per-element data: every block keeps only its largest excess, and only the k blocks with the
-largest ones are visited a second time.
+largest ones are visited a second time
+(by the numba kernel, split between threads, when it computed the partials).
 
 The blocks are split between threads (``PARITYGATE_THREADS``, else every core this process may
 use); each block fills its own row of partials, so the results do not depend on the thread count.
