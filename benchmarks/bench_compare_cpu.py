@@ -307,6 +307,14 @@ def main() -> None:
         summary[case] = best
         del actual, expected
 
+    read_name = anchor
+    for kernel in ("numba", "numpy"):
+        ratios = ", ".join(
+            f"{case} {best[f'paritygate, {kernel} kernel'] / best[read_name]:.2f}x"
+            for case, best in summary.items()
+        )
+        print(f"\n{kernel} kernel / one read by {_threads()} threads (goal <= 2x): {ratios}")
+
     print(
         "\nextra memory of one paritygate comparison (child process per kernel, case fail-sparse / "
         "fail-dense):"

@@ -4,7 +4,9 @@ torch (CUDA): two 4 GiB bfloat16 tensors (2**31 elements each).
   anchors: one read of both tensors (``x.sum(); y.sum()``), torch.testing.assert_close passing and
   failing; paritygate's torch backend passing and failing, each path in the same run
   (``PARITYGATE_TORCH_KERNEL``): ``triton`` (the split kernels, the default) and ``chunked``,
-  and whether their failing reports agree. For each: median time, extra device memory
+  and whether their failing reports agree; for the Triton path, where its time goes (the fast
+  kernel alone, both kernels, the reduction with the worst-k revisit, the flagged blocks). For each:
+  median time, extra device memory
   (max_memory_allocated delta), and the largest number of elements any ``.cpu()`` /
   ``.numpy()`` / ``__array__`` / ``__dlpack__`` call moved to the host (intercepted).
 MLX (GPU): two 2 GiB bfloat16 arrays of shape (32768, 32768) (MLX 0.32 rejects 1-D arrays of
@@ -195,6 +197,8 @@ def bench_torch(
             out[key + "_max_elements_to_host"] = max(moved) if moved else 0
             out[key + "_calls_to_host_per_run"] = len(moved) / (k_reps + (2 if fast else 1))
             results[key] = r
+            if kernel == "triton":  # after the count of transfers above: it makes its own
+                out.update(triton_breakdown(a, e, tol, key, timed))
         os.environ.pop("PARITYGATE_TORCH_KERNEL")
     if "paritygate_triton_fail" in results:
         t = results["paritygate_triton_fail"]
@@ -206,6 +210,39 @@ def bench_torch(
         t, c = results["paritygate_triton_fail"], results["paritygate_chunked_fail"]
         out["agrees_with_chunked"] = agrees(t, c, cosine_rel=2e-6)
         out["mean_abs_rel_diff_chunked"] = abs(t.mean_abs - c.mean_abs) / c.mean_abs
+    return out
+
+
+def triton_breakdown(a, e, tol, key: str, timed) -> dict:
+    """Where the split Triton path's time goes: the fast kernel alone, both kernels (the exact one
+    over the flagged blocks), the partials reduced with the worst-k revisit (everything but the
+    transfer and the report), and how many blocks the fast kernel flagged."""
+    from paritygate.backends import _triton
+    from paritygate.backends import torch as torch_backend
+    from paritygate.backends._device import kernel_tolerance, plan
+    from paritygate.backends.torch import _Side
+
+    side_a, side_e = _Side(a, a.device, "x"), _Side(e, e.device, "x")
+    p = plan(side_a.shape, side_e.shape, side_a.dtype, side_e.dtype, "x")
+    ktol = kernel_tolerance(p, tol)
+    flat_a, flat_e = a.reshape(-1), e.reshape(-1)
+    out = {}
+    real_exact = _triton._exact_pass
+    flagged = []
+
+    def no_exact(*args, **kwargs):
+        flagged.append(args[5])  # nflag, read after the timing
+
+    _triton._exact_pass = no_exact
+    try:
+        out[key + "_fast_kernel_ms"], _ = timed(lambda: _triton.partials(flat_a, flat_e, p, ktol))
+    finally:
+        _triton._exact_pass = real_exact
+    out[key + "_flagged_blocks"] = int(flagged[-1].item()) if flagged else None
+    out[key + "_both_kernels_ms"], _ = timed(lambda: _triton.partials(flat_a, flat_e, p, ktol))
+    out[key + "_reduce_and_revisit_ms"], _ = timed(
+        lambda: torch_backend._reduce_triton(a, e, p, ktol)
+    )
     return out
 
 
@@ -396,6 +433,8 @@ def bench_jax(reps: int, n: int = 1 << 31) -> dict:
                 out[key + "_peak_above_inputs_bytes"] = after - inputs
             r = holder["r"]
             results[key] = r
+            if kernel == "triton":  # after the count of transfers above: it makes its own
+                out.update(triton_breakdown(a, e, tol, key, timed))
             out[key + "_passed"] = bool(r.passed)
             out[key + "_mismatches"] = r.mismatches
             out[key + "_one_minus_cosine"] = getattr(r, "one_minus_cosine", None)

@@ -78,6 +78,45 @@ def test_numpy_and_numba_agree_on_floats(dtype, tol):
     assert out_np.mismatches > 0 and out_np.nonfinite.nan_one_side == 1
 
 
+def one_metric_records(dtype):
+    """Every element differs (the numba kernel's screened path), and late in each block, after
+    the running maxima have settled, one element raises exactly one of them: the largest
+    difference, the largest excess, the largest relative error, the largest symmetric one (not
+    the largest relative), the largest rtol needed. Each is caught by one test of the screen
+    only, so a screen missing any of them gets that metric wrong (the excess and the atol
+    needed order elements alike, up to rounding: one element stands for both)."""
+    n = 3 * BLOCK
+    rng = np.random.default_rng(11)
+    e = rng.normal(size=n).astype(dtype)
+    a = (e.astype(np.float64) * (1 + rng.normal(scale=1e-6, size=n))).astype(dtype)
+    a[a == e] = np.nextafter(e[a == e], np.inf)
+    planted = [  # (sub-block, expected, actual): atol = rtol = 1e-3
+        (100, 10.0, 10.4),  # largest excess (and atol needed)
+        (110, 1000.0, 1000.5),  # largest difference only: its excess is negative
+        (120, 1.1e-3, 0.9e-3),  # largest symmetric relative error: 0.182 (relative 0.182)
+        (130, 1e-3, 1.2e-3),  # then the largest relative error: 0.2 (symmetric only 0.167)
+        (140, 0.02, 0.0225),  # largest rtol needed: (0.0025 - 1e-3) / 0.02 = 0.075
+    ]
+    for block in range(3):
+        for sub, want, got in planted:
+            i = block * BLOCK + sub * _numba_kernel.SUB_BLOCK + 17 * block + 5
+            e[i], a[i] = want, got
+    return a, e
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_screen_misses_no_record(dtype):
+    a, e = one_metric_records(dtype)
+    tol = Tolerance(atol=1e-3, rtol=1e-3, rel_eps=1e-12, max_ulp=4, worst_k=4)
+    out_np, out_nb = both(a, e, tol)
+    assert_agree(out_np, out_nb)
+    assert out_nb.max_abs == pytest.approx(0.5, rel=1e-3)
+    assert out_nb.max_rel == pytest.approx(0.2, rel=1e-3)
+    assert out_nb.max_rel_symmetric == pytest.approx(0.2 / 1.1, rel=1e-3)
+    assert out_nb.rtol_needed == pytest.approx(0.075, rel=1e-3)
+    assert out_nb.mismatches == 3 * 2  # the largest excess and the largest rtol needed
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int64, np.uint64])
 def test_numpy_and_numba_agree_on_integers(dtype):
     rng = np.random.default_rng(3)
@@ -230,6 +269,31 @@ def test_worst_k_matches_brute_force(seed, kernel):
     for el in out.worst:
         assert el.actual == pytest.approx(float(a[el.index]), nan_ok=True)
         assert el.expected == float(e[el.index])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_worst_k_ties_keep_the_lowest_indices(kernel):
+    """More elements tie for the largest excess in one block than k: the lowest indices win,
+    in index order (then the next excess), on both kernels; the reverse order fails."""
+    e = np.zeros(2 * BLOCK, np.float32)
+    a = e.copy()
+    a[BLOCK + 100 : BLOCK + 140 : 2] = 0.5  # 20 ties
+    a[7] = 0.25
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=5), "x", kernel=kernel)
+    assert [el.index for el in out.worst] == [(BLOCK + 100 + 2 * i,) for i in range(5)]
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=21), "x", kernel=kernel)
+    assert out.worst[-1].index == (7,) and out.worst[-2].index == (BLOCK + 138,)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_worst_k_found_when_each_beats_the_last_by_a_hair(kernel):
+    """Excesses rising by one float32 step per element through a block: the worst are its last
+    elements, however little they beat those found before (a sub-block skipped on a loose
+    threshold would miss them)."""
+    e = np.zeros(BLOCK, np.float32)
+    a = np.float32(0.5) + np.arange(BLOCK, dtype=np.float32) * np.float32(2**-24)
+    out = host.compare_arrays(a, e, Tolerance(atol=0.1, worst_k=3), "x", kernel=kernel)
+    assert [el.index for el in out.worst] == [(BLOCK - 1,), (BLOCK - 2,), (BLOCK - 3,)]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -9,7 +9,12 @@ numpy path; sums agree to float64 rounding (they are summed in another order).
 
 Within a block, each sub-block of :data:`SUB_BLOCK` elements is first summed by a vectorized
 loop (the only code compiled with reassociation allowed) that also counts differing elements.
-An equal sub-block is done; one where at least a quarter of the elements differ is computed by a
+An equal sub-block is done. A float sub-block where elements differ is then screened by a second
+branch-free loop: it counts the mismatches exactly and the elements that pass any of the exact
+pass's own tests for raising a running maximum; when none does (the common case once a block's
+maxima have settled: about 5% of the sub-blocks of noisy data have one), the exact pass is
+skipped, so a comparison where every element differs costs about what a sparse one does.
+Otherwise, a sub-block where at least a quarter of the elements differ is computed by a
 branch-free elementwise loop (vectorized, the same IEEE operations as the scalar pass) and
 reduced with exact maxima and counts; otherwise the exact element-by-element pass visits only
 the elements that differ, or every element of a sub-block that holds a NaN or an infinity.
@@ -27,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["available", "supports", "partials"]
+__all__ = ["available", "supports", "partials", "worst"]
 
 _SUPPORTED_FLOATS = ("float32", "float64")
 _kernel: Any = None
@@ -61,6 +66,7 @@ def supports(pair: Any) -> bool:
 
 # The kernel's helpers, compiled by _build and bound here as module globals (see there).
 _nb_sums = _nb_dense_map = _nb_dense_ulp = _nb_fmax = _nb_umax = _nb_count_positive = None
+_nb_screen = _nb_ulp_stats = _nb_above = _nb_sub_worst = None
 
 
 def _build() -> Any:
@@ -162,6 +168,54 @@ def _build() -> Any:
             over += u > max_ulp
         return nonzero, over
 
+    # The common case of a sub-block where elements differ: one branch-free pass (vectorized)
+    # that counts the mismatches and the elements that could change a running maximum, by the
+    # very tests the exact pass uses before it updates one (the same IEEE operations). When none
+    # can, the exact pass would change nothing but the count, so it is skipped: the cost then
+    # follows the data's size, not how many of its elements differ.
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def screen(sa, se, atol, rtol, rel_eps, max_abs, key, needed_a, max_rel, max_sym, needed_r):
+        mismatches = 0
+        hits = 0
+        for i in range(sa.size):
+            x = np.float64(sa[i])
+            y = np.float64(se[i])
+            d = abs(x - y)
+            ae = abs(y)
+            differs = d > 0.0
+            excess = d - (ae * rtol + atol)
+            t = d - atol
+            # Bitwise, not short-circuit: no branch in the loop.
+            mismatches += differs & (excess > 0.0)
+            hits += differs & (
+                (d > max_abs)
+                | (excess > key)
+                | (d - ae * rtol > needed_a)
+                | (d >= max_rel * (ae + rel_eps))
+                | (d >= max_sym * (max(abs(x), ae) + rel_eps))
+                | ((t > 0.0) & (t >= needed_r * ae))
+            )
+        return mismatches, hits
+
+    @njit(cache=True, nogil=True)
+    def ulp_stats(sua, sue, magnitude, max_ulp):
+        # (largest, nonzero, over max_ulp) ULP distances of a sub-block, integer reductions only.
+        largest = np.uint64(0)
+        nonzero = 0
+        over = 0
+        for i in range(sua.size):
+            oa = np.int64(sua[i])
+            oe = np.int64(sue[i])
+            m = oa >> 63
+            oa = (oa ^ (m & magnitude)) - m
+            m = oe >> 63
+            oe = (oe ^ (m & magnitude)) - m
+            u = np.uint64(max(oa, oe)) - np.uint64(min(oa, oe))
+            largest = max(largest, u)
+            nonzero += u != 0
+            over += u > max_ulp
+        return largest, nonzero, over
+
     @njit(cache=True, nogil=True)
     def fmax(buf, n, start):
         # Four independent running maxima: the compare-and-select chain of one would bound the
@@ -203,6 +257,8 @@ def _build() -> Any:
         _nb_fmax=fmax,
         _nb_umax=umax,
         _nb_count_positive=count_positive,
+        _nb_screen=screen,
+        _nb_ulp_stats=ulp_stats,
     )
 
     @njit(cache=True, nogil=True, error_model="numpy")
@@ -286,6 +342,28 @@ def _build() -> Any:
                     sua = ua
                     sue = ue
                 m = sa.size
+                if mode == 0 and not checked:
+                    s_mis, s_hits = _nb_screen(
+                        sa,
+                        se,
+                        atol,
+                        rtol,
+                        rel_eps,
+                        max_abs,
+                        key,
+                        needed_a,
+                        max_rel,
+                        max_sym,
+                        needed_r,
+                    )
+                    if s_hits == 0:
+                        mismatches += s_mis
+                        if use_ulp:
+                            u_max, u_nz, u_ov = _nb_ulp_stats(sua, sue, magnitude, max_ulp)
+                            ulp_max = max(ulp_max, u_max)
+                            ulp_nz += u_nz
+                            ulp_over += u_ov
+                        continue
                 if mode == 0 and not checked and s_differ * 4 >= m:
                     _nb_dense_map(
                         sa,
@@ -456,6 +534,161 @@ def _build() -> Any:
 
     del numba
     return kernel
+
+
+_worst_kernel: Any = None
+
+
+def _build_worst() -> Any:
+    from numba import njit
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def above(sa, se, atol, rtol, threshold):
+        # How many float elements could beat ``threshold``: a branch-free count (vectorized)
+        # that errs only upward (an element with any NaN or infinity in its excess counts).
+        count = 0
+        for i in range(sa.size):
+            x = np.float64(sa[i])
+            y = np.float64(se[i])
+            d = abs(x - y)
+            excess = d - (abs(y) * rtol + atol)
+            count += (d != 0.0) & (
+                (excess > threshold) | (excess != excess) | (abs(excess) == np.inf)
+            )
+        return count
+
+    globals().update(_nb_above=above)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def sub_worst(a, e, start, stop, mode, atol, rtol, equal_nan, k, out_x, out_i, out_d, found):
+        for i in range(start, stop):
+            if mode == 1:
+                xi = np.int64(a[i])
+                yi = np.int64(e[i])
+                y = np.float64(yi)
+                if xi >= yi:
+                    d = np.float64(np.uint64(xi) - np.uint64(yi))
+                else:
+                    d = np.float64(np.uint64(yi) - np.uint64(xi))
+            elif mode == 2:
+                xu = np.uint64(a[i])
+                yu = np.uint64(e[i])
+                y = np.float64(yu)
+                if xu >= yu:
+                    d = np.float64(xu - yu)
+                else:
+                    d = np.float64(yu - xu)
+            else:
+                x = np.float64(a[i])
+                y = np.float64(e[i])
+                d = abs(x - y)
+            if mode == 0 and not (math.isfinite(x) and math.isfinite(y)):
+                xn = math.isnan(x)
+                yn = math.isnan(y)
+                if xn != yn or (xn and yn and not equal_nan) or (not xn and not yn and x != y):
+                    excess = np.inf
+                else:
+                    continue
+            elif d > 0.0:
+                excess = d - (abs(y) * rtol + atol)
+            else:
+                continue
+            if found == k and not excess > out_x[k - 1]:
+                continue
+            j = found if found < k else k - 1
+            while j > 0 and out_x[j - 1] < excess:
+                out_x[j] = out_x[j - 1]
+                out_i[j] = out_i[j - 1]
+                out_d[j] = out_d[j - 1]
+                j -= 1
+            out_x[j] = excess
+            out_i[j] = i
+            out_d[j] = d
+            if found < k:
+                found += 1
+        return found
+
+    globals().update(_nb_sub_worst=sub_worst)
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def block_worst(a, e, start, stop, mode, atol, rtol, equal_nan, k, out_x, out_i, out_d):
+        # The k elements of [start, stop) with the largest excess (ties: the lowest index first),
+        # by the host's rules (host._block_elements): elements that differ, and non-finite
+        # mismatches with an infinite excess. Returns how many were found (at most k). Once k
+        # are held, a float sub-block none of whose elements can displace one is skipped.
+        found = 0
+        for sub_start in range(start, stop, SUB_BLOCK):
+            sub_stop = min(sub_start + SUB_BLOCK, stop)
+            if mode == 0 and found == k:
+                if (
+                    _nb_above(
+                        a[sub_start:sub_stop], e[sub_start:sub_stop], atol, rtol, out_x[k - 1]
+                    )
+                    == 0
+                ):
+                    continue
+            found = _nb_sub_worst(
+                a,
+                e,
+                sub_start,
+                sub_stop,
+                mode,
+                atol,
+                rtol,
+                equal_nan,
+                k,
+                out_x,
+                out_i,
+                out_d,
+                found,
+            )
+        return found
+
+    return block_worst
+
+
+def worst(pair: Any, settings: Any, blocks: list[int], k: int) -> list:
+    """(excess, flat index, actual, expected, abs_diff) of the k worst elements of each of
+    ``blocks``, the blocks split between threads as the partials are: the elements and their
+    order are those of the host's numpy revisit (host._block_elements)."""
+    global _worst_kernel
+    if _worst_kernel is None:
+        _worst_kernel = _build_worst()
+    from ._blocks import BLOCK
+
+    a = pair.a.reshape(-1)
+    e = pair.e.reshape(-1)
+    mode = {"float": 0, "int": 1, "uint": 2, "bool": 3}[pair.mode]
+    n_out = len(blocks)
+    out_x = np.empty((n_out, k), np.float64)
+    out_i = np.empty((n_out, k), np.int64)
+    out_d = np.empty((n_out, k), np.float64)
+    found = np.zeros(n_out, np.int64)
+
+    def work(first: int, last: int) -> None:
+        for j in range(first, last):
+            start = blocks[j] * BLOCK
+            found[j] = _worst_kernel(
+                a,
+                e,
+                start,
+                min(start + BLOCK, a.size),
+                mode,
+                settings.atol,
+                settings.rtol,
+                settings.equal_nan,
+                k,
+                out_x[j],
+                out_i[j],
+                out_d[j],
+            )
+
+    split_blocks(n_out, work)
+    return [
+        (float(out_x[j, m]), int(out_i[j, m]), a[out_i[j, m]], e[out_i[j, m]], float(out_d[j, m]))
+        for j in range(n_out)
+        for m in range(int(found[j]))
+    ]
 
 
 _INT_VIEW = {4: np.int32, 8: np.int64}

@@ -4,7 +4,8 @@ The arrays are walked in blocks of :data:`BLOCK` elements (512 KiB per float64 t
 working set stays in cache and the extra memory does not grow with the array size). Each block
 yields its partial sums in float64 and its maxima; the worst-k elements are found without holding
 per-element data: every block keeps only its largest excess, and only the k blocks with the
-largest ones are visited a second time.
+largest ones are visited a second time
+(by the numba kernel, split between threads, when it computed the partials).
 
 The blocks are split between threads (``PARITYGATE_THREADS``, else every core this process may
 use); each block fills its own row of partials, so the results do not depend on the thread count.
@@ -782,7 +783,9 @@ def _partials_numpy(pair: _Pair, s: _Settings) -> _Partials:
     return partials
 
 
-def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
+def _reduce(
+    pair: _Pair, s: _Settings, partials: _Partials, k: int, kernel: str = "numpy"
+) -> RawStats:
     size = int(pair.a.size)
     merged = partials.merged() if size else {}
     stats = raw_stats_from(
@@ -801,7 +804,7 @@ def _reduce(pair: _Pair, s: _Settings, partials: _Partials, k: int) -> RawStats:
             stats.diff_norm_sq,
             stats.norm_sq_gap,
         ) = _scaled_products(pair)
-    stats.worst = _worst(pair, s, partials.f[:, _F["key"]], k)
+    stats.worst = _worst(pair, s, partials.f[:, _F["key"]], k, kernel)
     return stats
 
 
@@ -843,8 +846,11 @@ def _scaled_products(pair: _Pair) -> tuple[float, float, float, float, float]:
     return dot, na, ne, dd, gap
 
 
-def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]:
-    """Revisit only the k blocks with the largest excess: the k worst elements lie among them."""
+def _worst(
+    pair: _Pair, s: _Settings, keys: np.ndarray, k: int, kernel: str = "numpy"
+) -> list[Element]:
+    """Revisit only the k blocks with the largest excess: the k worst elements lie among them
+    (by the numba kernel, the blocks split between threads, when it computed the partials)."""
     if k <= 0 or keys.size == 0:
         return []
     live = np.flatnonzero(keys > -np.inf)
@@ -853,7 +859,12 @@ def _worst(pair: _Pair, s: _Settings, keys: np.ndarray, k: int) -> list[Element]
     order = np.lexsort((live, -keys[live]))[:k]
     found: list[tuple[float, int, Any, Any, float]] = []
     n = pair.a.size
-    for b in sorted(int(x) for x in live[order]):
+    blocks = sorted(int(x) for x in live[order])
+    if kernel == "numba":
+        from . import _numba_kernel
+
+        found = _numba_kernel.worst(pair, s, blocks, k)
+    for b in blocks if kernel != "numba" else ():
         start, stop = b * BLOCK, min((b + 1) * BLOCK, n)
         ac, ec = _flat_range(pair.a, start, stop), _flat_range(pair.e, start, stop)
         found.extend(_block_elements(start, ac, ec, s, k))
@@ -884,7 +895,7 @@ def host_stats(
         partials = _numba_kernel.partials(pair, s, _Partials)
     else:
         partials = _partials_numpy(pair, s)
-    return _reduce(pair, s, partials, tolerance.worst_k), pair, used
+    return _reduce(pair, s, partials, tolerance.worst_k, used), pair, used
 
 
 def compare_arrays(
