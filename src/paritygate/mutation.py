@@ -7,7 +7,9 @@ scratch copy of the spec's folder, and reports which mutants the gate caught (by
 which case) and which survived. A survivor is a case to add (or a claim to tighten); its unified
 diff shows where. The score is caught / (total - declared equivalent); a mutant that crashes the
 runner or hangs past the timeout counts as caught ("crash", "timeout": the gate would not pass)
-and is listed apart.
+and is listed apart, as does one whose run shifts a pin ("drift": a runner that wrote to its case
+input). A file that a runner pins (``pins.files``) is refused before any gate runs: every mutant
+of it would be drift, a verdict on the pin and none on the cases.
 
 The user's tree is only read: every gate run happens in a scratch copy (one per parallel job,
 reused, the mutated file restored after each mutant), and its reports go to the scratch folder.
@@ -81,7 +83,7 @@ EPSILON = 1e-3
 #: The comment that declares a line's mutants equivalent.
 PRAGMA = "paritygate: equivalent"
 #: Statuses of a mutant the gate stopped; "survived" and "equivalent" are the others.
-CAUGHT = ("caught", "crash", "timeout")
+CAUGHT = ("caught", "crash", "timeout", "drift")
 
 _NARROW = {"float64": "float32", "float32": "float16"}
 _NEGATED: dict[type, str] = {
@@ -433,7 +435,8 @@ def _parses(source: str) -> bool:
 @dataclass
 class MutantResult:
     """One mutant and what the gate made of it. ``status``: caught (a claim failed), crash (the
-    runner or the gate failed), timeout, survived, or equivalent (declared; not run)."""
+    runner or the gate failed), timeout, drift (its run shifted a pin: a case input written),
+    survived, or equivalent (declared; not run)."""
 
     number: int
     id: str
@@ -547,7 +550,7 @@ class MutationResult:
         for m in self.mutants:
             if m.status in ("caught",):
                 what = f"{m.claim} @ {m.case}" if m.case else f"{m.claim}"
-            elif m.status in ("crash", "timeout"):
+            elif m.status in ("crash", "timeout", "drift"):
                 what = m.detail
             else:
                 what = m.description
@@ -556,12 +559,14 @@ class MutationResult:
             lines.append(_fit(row, width))
         crashes = sum(m.status == "crash" for m in self.mutants)
         timeouts = sum(m.status == "timeout" for m in self.mutants)
+        drifts = sum(m.status == "drift" for m in self.mutants)
         score = "n/a" if self.score is None else f"{self.score:.0%}"
         judged = self.judged
+        apart = f"{crashes} crash, {timeouts} timeout" + (f", {drifts} drift" if drifts else "")
         lines.append(
             _fit(
-                f"score {score}: {self.caught}/{judged} caught ({crashes} crash, {timeouts} "
-                f"timeout), {len(self.survived)} survived, {self.equivalent} equivalent",
+                f"score {score}: {self.caught}/{judged} caught ({apart}), "
+                f"{len(self.survived)} survived, {self.equivalent} equivalent",
                 width,
             )
         )
@@ -667,6 +672,23 @@ def _inside(root: Path, path: Path, option: str) -> str:
     if resolved.suffix != ".py" or not resolved.is_file():
         raise InputError(f"{option} {path}: not a Python file")
     return relative.as_posix()
+
+
+def _refuse_pinned(spec: Any, root: Path, relative: Sequence[str]) -> None:
+    """A file a runner that runs pins (``pins.files``) cannot be mutated: the gate refuses any
+    change to it as drift before a claim runs, so every mutant would score the pin, not the
+    cases."""
+    for runner in spec.runners.values():
+        if runner.role == "reference":
+            continue  # its pins are checked against the recording, not the files on disk
+        pinned = {(spec.root / p).resolve(): p for p in runner.file_pins}
+        for name in relative:
+            if (root / name).resolve() in pinned:
+                raise InputError(
+                    f"{name}: pinned by runner {runner.name} (pins.files), so the gate refuses "
+                    "every mutant of it as drift before any claim runs; mutate an unpinned file, "
+                    "or measure on a copy of the spec without that pin"
+                )
 
 
 def _model_spec(spec: Any, runner: Any, target: str) -> str:
@@ -799,13 +821,15 @@ def _judge(
         first = failing[0]
         observed, bound = first.get("observed"), first.get("bound")
         result.detail = f"observed {observed} bound {bound} {first.get('unit') or ''}".strip()
+    elif data.get("drift"):
+        # the gate refused the run: the mutant shifted something a pin holds (a runner that
+        # wrote to its case input); no claim judged it, but the gate does not pass
+        result.status = "drift"
+        item = data["drift"][0]
+        result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
     elif outcome != "exit 0":
         result.status = "crash"
-        if data.get("drift"):
-            item = data["drift"][0]
-            result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
-        else:
-            result.detail = last or outcome
+        result.detail = last or outcome
     return result
 
 
@@ -879,6 +903,8 @@ def mutate(
     else:
         relative = [_inside(root, _runner_file(spec, runner), f"runner {runner.name}:")]
     relative = list(dict.fromkeys(relative))
+    if operators:
+        _refuse_pinned(spec, root, relative)
     spec_name = spec.path.resolve().relative_to(root).as_posix()
 
     sources = {name: _read(root / name, name) for name in relative}
@@ -945,10 +971,15 @@ def mutate(
             skipped = set(ignore(folder, names))
             return skipped | {n for n in names if (Path(folder) / n).resolve() == reports}
 
+        def fresh_copy(slot: Path) -> None:
+            if (slot / "project").exists():
+                shutil.rmtree(slot / "project")
+            shutil.copytree(root, slot / "project", ignore=copy_ignore, symlinks=True)
+
         slots: queue.Queue[Path] = queue.Queue()
         for i in range(jobs):
             slot = scratch / f"job{i}"
-            shutil.copytree(root, slot / "project", ignore=copy_ignore, symlinks=True)
+            fresh_copy(slot)
             slots.put(slot)
 
         slot = slots.get()
@@ -992,6 +1023,7 @@ def mutate(
                 )
             slot = slots.get()
             path = slot / "project" / job.file
+            data = None
             try:
                 path.write_bytes(job.mutated.encode("utf-8"))
                 outcome, data, last, seconds = _run_gate(
@@ -999,6 +1031,10 @@ def mutate(
                 )
             finally:
                 path.write_bytes(sources[job.file].encode("utf-8"))
+                if data is not None and data.get("drift"):
+                    # the mutant wrote into the copy (a case input): the next mutant gets a
+                    # fresh copy, never the written files
+                    fresh_copy(slot)
                 slots.put(slot)
             return _judge(job, outcome, data, last, seconds, result.timeout)
 
