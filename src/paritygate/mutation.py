@@ -146,6 +146,8 @@ class SourceMutation:
     original: str
     replacement: str
     equivalent: bool = False
+    # the enclosing classes and functions, dotted ("MlxRunner.run"); "" at module level
+    scope: str = ""
 
     @property
     def description(self) -> str:
@@ -220,6 +222,12 @@ class _Finder:
         line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
         last = node.end_lineno or line  # type: ignore[attr-defined]
         equivalent = any(PRAGMA in self.lines[i - 1] for i in range(line, last + 1))
+        names = []
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.append(parent.name)
+            parent = self.parents.get(id(parent))
         self.found.append(
             SourceMutation(
                 id=f"{self.file}:{line}:{col + 1}:{operator}{variant}",
@@ -232,6 +240,7 @@ class _Finder:
                 original=original,
                 replacement=replacement,
                 equivalent=equivalent,
+                scope=".".join(reversed(names)),
             )
         )
 
@@ -472,6 +481,7 @@ class MutationResult:
     # --case / --claim: the gate of every mutant restricted to these (empty: all of them)
     only_cases: list[str] = field(default_factory=list)
     only_claims: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)  # --scope: the functions / classes mutated
     jobs: int = 1
     timeout: float = 0.0  # seconds per mutant's gate
     baseline_seconds: float = 0.0  # the unmutated gate, as a subprocess
@@ -841,6 +851,25 @@ def _read(path: Path, name: str) -> str:
         raise InputError(f"{name}: not UTF-8 text") from None
 
 
+def _in_scopes(
+    found: list[SourceMutation], scopes: Sequence[str], files: Sequence[str]
+) -> list[SourceMutation]:
+    """The mutants inside one of ``scopes`` (a dotted function or class name, or one of its
+    parts: ``MlxRunner`` holds ``MlxRunner.run``); a scope holding none is bad input."""
+
+    def inside(mutation: SourceMutation, scope: str) -> bool:
+        return mutation.scope == scope or mutation.scope.startswith(scope + ".")
+
+    for scope in scopes:
+        if not any(inside(m, scope) for m in found):
+            known = sorted({m.scope.split(".")[0] for m in found if m.scope})
+            raise InputError(
+                f"--scope {scope!r}: no mutant inside a function or class of that name in "
+                f"{', '.join(files)}" + (f" (mutants lie in {', '.join(known)})" if known else "")
+            )
+    return [m for m in found if any(inside(m, scope) for scope in scopes)]
+
+
 def _spread(items: list[Any], limit: int | None) -> list[Any]:
     """``limit`` items spread evenly over ``items`` (deterministic), all when no limit."""
     if limit is None or limit >= len(items):
@@ -861,6 +890,7 @@ def mutate(
     min_score: float | None = None,
     cases: Sequence[str] = (),
     claims: Sequence[str] = (),
+    scopes: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> MutationResult:
     """Mutate the candidate runner's source and run the gate on every mutant.
@@ -872,7 +902,9 @@ def mutate(
     mutants spread evenly over the file(s); ``jobs`` gate runs go in parallel, each in its own
     scratch copy; ``timeout`` (seconds per mutant's gate) defaults to 5 x the unmutated gate's
     time, at least 20 s. ``cases`` / ``claims`` restrict every gate run (the unmutated one too) to
-    those cases and claims: a quick mutation set of a slow gate. Raises
+    those cases and claims: a quick mutation set of a slow gate. ``scopes`` keeps the source
+    mutants inside those functions or classes (dotted: ``"MlxRunner.run"``), for a file that
+    also holds the reference's code or test scaffolding. Raises
     :class:`~paritygate.errors.InputError` for bad input and when the unmutated gate does not
     pass.
     """
@@ -909,6 +941,8 @@ def mutate(
 
     sources = {name: _read(root / name, name) for name in relative}
     found = [m for name in relative for m in find_mutations(sources[name], name, operators)]
+    if scopes:
+        found = _in_scopes(found, scopes, relative)
     chosen = _spread(found, limit)
     jobs_list: list[_Job] = []
     for mutation in chosen:
@@ -958,6 +992,7 @@ def mutate(
         cases=len(cases) if cases else len(spec.cases),
         only_cases=list(cases),
         only_claims=list(claims),
+        scopes=list(scopes),
         jobs=jobs,
         min_score=min_score,
         found=len(found) + len(model_mutations or {}),
