@@ -209,6 +209,7 @@ def test_an_unmutated_gate_that_fails_exits_2(tmp_path, capsys):
         (["--bogus"], "No such option '--bogus'"),
         (["--case", "c"], "--case 'c': not in parity.toml"),
         (["--claim", "y-far"], "--claim 'y-far': not in parity.toml"),
+        (["--scope", "nosuch"], "--scope 'nosuch': no mutant inside a function or class"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
@@ -217,6 +218,16 @@ def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and message in err
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_scope_keeps_the_mutants_of_one_function(project, tmp_path, capsys):
+    report = tmp_path / "scoped.json"
+    args = ["mutate", str(project), "--operators", "compare", "--scope", "candidate"]
+    assert main([*args, "--json", str(report)]) == 0
+    capsys.readouterr()
+    data = json.loads(report.read_text())
+    assert data["scopes"] == ["candidate"]
+    assert [m["description"] for m in data["mutants"]] == ["x.shape[0] > 100 -> x.shape[0] <= 100"]
 
 
 def test_case_and_claim_restrict_every_gate_run(project, tmp_path, capsys):
@@ -260,6 +271,8 @@ def test_operators_on_a_numerical_module():
         ("off-by-one", "-1 -> 0"),
         ("compare", "y.size >= 2 -> y.size < 2"),
     ]  # nothing in annotations or docstrings
+    scopes = [m.scope for m in find_mutations(source, "m.py")]
+    assert scopes == ["Cache.reset"] + ["f"] * 7  # --scope keeps a function's or class's mutants
 
 
 def test_a_command_runner_mutates_the_script_its_command_names(tmp_path, capsys):
