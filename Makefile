@@ -92,3 +92,4 @@ mutation: $(VENV)/.test-installed
 	cd examples/encoder_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate block-local --file model.py --limit 24 --jobs 2 --json mutation.json
 	cd examples/box_port && $(abspath $(PY)) -m paritygate record parity.toml && $(abspath $(PY)) -m paritygate mutate parity.toml --file port_detector.py --jobs 2 --json mutation.json
 	cd examples/lm_port && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate mlx-lm --file runners.py --scope prompt_text --scope MlxRunner.run --scope LlamaCppRunner.run --scope make --case chat-01-split-multi --case chat-02-encode --jobs 2 --json mutation.json
+	cd examples/vlm_port && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate mlx-vlm --file runners.py --scope MlxRunner --scope boxes --scope first_frame --scope case_image --scope make --case leetcode --case odd --jobs 2 --json mutation.json
