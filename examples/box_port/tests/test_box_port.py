@@ -46,8 +46,7 @@ def test_correct_port_passes_the_2px_claim(box_port, capsys):
     # the cross-adapter check: the Python API agrees with the command line at zero tolerance
     cross = [v for v in result["verdicts"] if v["oracle"] == "cross-adapter"]
     assert [(v["claim_id"], v["candidate"], v["case"]) for v in cross] == [
-        ("cross-adapter:port", "port-python", case)
-        for case in CASES
+        ("cross-adapter:port", "port-python", case) for case in CASES
     ]
     assert all(v["passed"] and v["bound"] == 0 and v["observed"] == 0 for v in cross)
     assert (
