@@ -84,9 +84,12 @@ clean:
 
 # The examples' full mutation sets before a release (CI runs a small set of each through the
 # examples' tests): each rewrites the example's mutation.json, which its README publishes
-# (`paritygate claims check` then ties the README to the new numbers). About 10 minutes on two
+# (`paritygate claims check` then ties the README to the new numbers). About 17 minutes on two
 # cores; docs/mutation.md has the measured costs.
 mutation: $(VENV)/.test-installed
 	cd examples/silero_vad_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate postprocessor --file postprocess.py --limit 24 --jobs 2 --json mutation.json
 	cd examples/teacache_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate proxy-cached --file teacache.py --claim proxy-noop --claim eager-noop --claim cache-ssim --case seed0-digit0 --case seed7-digit7 --jobs 2 --json mutation.json
 	cd examples/encoder_mlx && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate block-local --file model.py --limit 24 --jobs 2 --json mutation.json
+	cd examples/box_port && $(abspath $(PY)) -m paritygate record parity.toml && $(abspath $(PY)) -m paritygate mutate parity.toml --file port_detector.py --jobs 2 --json mutation.json
+	cd examples/lm_port && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate mlx-lm --file runners.py --scope prompt_text --scope MlxRunner.run --scope LlamaCppRunner.run --scope make --case chat-01-split-multi --case chat-02-encode --jobs 2 --json mutation.json
+	cd examples/vlm_port && $(abspath $(PY)) -m paritygate mutate parity.toml --candidate mlx-vlm --file runners.py --scope MlxRunner --scope boxes --scope first_frame --scope case_image --scope make --case leetcode --case odd --jobs 2 --json mutation.json

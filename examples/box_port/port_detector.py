@@ -29,7 +29,7 @@ def preprocess(image: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 
 def gaussian_kernel(sigma: float) -> np.ndarray:
-    radius = int(4.0 * sigma + 0.5)
+    radius = int(4.0 * sigma + 0.5)  # paritygate: equivalent (int of 4.5 +- 5e-3 is 4)
     x = np.arange(-radius, radius + 1, dtype=np.float64)
     kernel = np.exp(-0.5 * (x / sigma) ** 2)
     return kernel / kernel.sum()
@@ -61,7 +61,8 @@ def detect_image(
     boxes = {}
     for name, (_, x1, y1, x2, y2) in zip(("question", "editor"), panels):
         box = [x1 * scale_x, y1 * scale_y, x2 * scale_x, y2 * scale_y]
-        boxes[name] = [int(math.floor(v + 0.5)) for v in box]
+        # the scales are whole numbers, so v is one, and v + 0.5 +- 5e-4 floors to v
+        boxes[name] = [int(math.floor(v + 0.5)) for v in box]  # paritygate: equivalent
     return {"boxes": boxes}
 
 

@@ -7,7 +7,9 @@ scratch copy of the spec's folder, and reports which mutants the gate caught (by
 which case) and which survived. A survivor is a case to add (or a claim to tighten); its unified
 diff shows where. The score is caught / (total - declared equivalent); a mutant that crashes the
 runner or hangs past the timeout counts as caught ("crash", "timeout": the gate would not pass)
-and is listed apart.
+and is listed apart, as does one whose run shifts a pin ("drift": a runner that wrote to its case
+input). A file that a runner pins (``pins.files``) is refused before any gate runs: every mutant
+of it would be drift, a verdict on the pin and none on the cases.
 
 The user's tree is only read: every gate run happens in a scratch copy (one per parallel job,
 reused, the mutated file restored after each mutant), and its reports go to the scratch folder.
@@ -81,7 +83,7 @@ EPSILON = 1e-3
 #: The comment that declares a line's mutants equivalent.
 PRAGMA = "paritygate: equivalent"
 #: Statuses of a mutant the gate stopped; "survived" and "equivalent" are the others.
-CAUGHT = ("caught", "crash", "timeout")
+CAUGHT = ("caught", "crash", "timeout", "drift")
 
 _NARROW = {"float64": "float32", "float32": "float16"}
 _NEGATED: dict[type, str] = {
@@ -144,6 +146,8 @@ class SourceMutation:
     original: str
     replacement: str
     equivalent: bool = False
+    # the enclosing classes and functions, dotted ("MlxRunner.run"); "" at module level
+    scope: str = ""
 
     @property
     def description(self) -> str:
@@ -218,6 +222,12 @@ class _Finder:
         line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
         last = node.end_lineno or line  # type: ignore[attr-defined]
         equivalent = any(PRAGMA in self.lines[i - 1] for i in range(line, last + 1))
+        names = []
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.append(parent.name)
+            parent = self.parents.get(id(parent))
         self.found.append(
             SourceMutation(
                 id=f"{self.file}:{line}:{col + 1}:{operator}{variant}",
@@ -230,6 +240,7 @@ class _Finder:
                 original=original,
                 replacement=replacement,
                 equivalent=equivalent,
+                scope=".".join(reversed(names)),
             )
         )
 
@@ -433,7 +444,8 @@ def _parses(source: str) -> bool:
 @dataclass
 class MutantResult:
     """One mutant and what the gate made of it. ``status``: caught (a claim failed), crash (the
-    runner or the gate failed), timeout, survived, or equivalent (declared; not run)."""
+    runner or the gate failed), timeout, drift (its run shifted a pin: a case input written),
+    survived, or equivalent (declared; not run)."""
 
     number: int
     id: str
@@ -469,6 +481,7 @@ class MutationResult:
     # --case / --claim: the gate of every mutant restricted to these (empty: all of them)
     only_cases: list[str] = field(default_factory=list)
     only_claims: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)  # --scope: the functions / classes mutated
     jobs: int = 1
     timeout: float = 0.0  # seconds per mutant's gate
     baseline_seconds: float = 0.0  # the unmutated gate, as a subprocess
@@ -547,7 +560,7 @@ class MutationResult:
         for m in self.mutants:
             if m.status in ("caught",):
                 what = f"{m.claim} @ {m.case}" if m.case else f"{m.claim}"
-            elif m.status in ("crash", "timeout"):
+            elif m.status in ("crash", "timeout", "drift"):
                 what = m.detail
             else:
                 what = m.description
@@ -556,12 +569,14 @@ class MutationResult:
             lines.append(_fit(row, width))
         crashes = sum(m.status == "crash" for m in self.mutants)
         timeouts = sum(m.status == "timeout" for m in self.mutants)
+        drifts = sum(m.status == "drift" for m in self.mutants)
         score = "n/a" if self.score is None else f"{self.score:.0%}"
         judged = self.judged
+        apart = f"{crashes} crash, {timeouts} timeout" + (f", {drifts} drift" if drifts else "")
         lines.append(
             _fit(
-                f"score {score}: {self.caught}/{judged} caught ({crashes} crash, {timeouts} "
-                f"timeout), {len(self.survived)} survived, {self.equivalent} equivalent",
+                f"score {score}: {self.caught}/{judged} caught ({apart}), "
+                f"{len(self.survived)} survived, {self.equivalent} equivalent",
                 width,
             )
         )
@@ -667,6 +682,23 @@ def _inside(root: Path, path: Path, option: str) -> str:
     if resolved.suffix != ".py" or not resolved.is_file():
         raise InputError(f"{option} {path}: not a Python file")
     return relative.as_posix()
+
+
+def _refuse_pinned(spec: Any, root: Path, relative: Sequence[str]) -> None:
+    """A file a runner that runs pins (``pins.files``) cannot be mutated: the gate refuses any
+    change to it as drift before a claim runs, so every mutant would score the pin, not the
+    cases."""
+    for runner in spec.runners.values():
+        if runner.role == "reference":
+            continue  # its pins are checked against the recording, not the files on disk
+        pinned = {(spec.root / p).resolve(): p for p in runner.file_pins}
+        for name in relative:
+            if (root / name).resolve() in pinned:
+                raise InputError(
+                    f"{name}: pinned by runner {runner.name} (pins.files), so the gate refuses "
+                    "every mutant of it as drift before any claim runs; mutate an unpinned file, "
+                    "or measure on a copy of the spec without that pin"
+                )
 
 
 def _model_spec(spec: Any, runner: Any, target: str) -> str:
@@ -799,13 +831,15 @@ def _judge(
         first = failing[0]
         observed, bound = first.get("observed"), first.get("bound")
         result.detail = f"observed {observed} bound {bound} {first.get('unit') or ''}".strip()
+    elif data.get("drift"):
+        # the gate refused the run: the mutant shifted something a pin holds (a runner that
+        # wrote to its case input); no claim judged it, but the gate does not pass
+        result.status = "drift"
+        item = data["drift"][0]
+        result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
     elif outcome != "exit 0":
         result.status = "crash"
-        if data.get("drift"):
-            item = data["drift"][0]
-            result.detail = f"drift: {item.get('kind')} {item.get('subject')}"
-        else:
-            result.detail = last or outcome
+        result.detail = last or outcome
     return result
 
 
@@ -815,6 +849,25 @@ def _read(path: Path, name: str) -> str:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
+
+
+def _in_scopes(
+    found: list[SourceMutation], scopes: Sequence[str], files: Sequence[str]
+) -> list[SourceMutation]:
+    """The mutants inside one of ``scopes`` (a dotted function or class name, or one of its
+    parts: ``MlxRunner`` holds ``MlxRunner.run``); a scope holding none is bad input."""
+
+    def inside(mutation: SourceMutation, scope: str) -> bool:
+        return mutation.scope == scope or mutation.scope.startswith(scope + ".")
+
+    for scope in scopes:
+        if not any(inside(m, scope) for m in found):
+            known = sorted({m.scope.split(".")[0] for m in found if m.scope})
+            raise InputError(
+                f"--scope {scope!r}: no mutant inside a function or class of that name in "
+                f"{', '.join(files)}" + (f" (mutants lie in {', '.join(known)})" if known else "")
+            )
+    return [m for m in found if any(inside(m, scope) for scope in scopes)]
 
 
 def _spread(items: list[Any], limit: int | None) -> list[Any]:
@@ -837,6 +890,7 @@ def mutate(
     min_score: float | None = None,
     cases: Sequence[str] = (),
     claims: Sequence[str] = (),
+    scopes: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> MutationResult:
     """Mutate the candidate runner's source and run the gate on every mutant.
@@ -848,7 +902,9 @@ def mutate(
     mutants spread evenly over the file(s); ``jobs`` gate runs go in parallel, each in its own
     scratch copy; ``timeout`` (seconds per mutant's gate) defaults to 5 x the unmutated gate's
     time, at least 20 s. ``cases`` / ``claims`` restrict every gate run (the unmutated one too) to
-    those cases and claims: a quick mutation set of a slow gate. Raises
+    those cases and claims: a quick mutation set of a slow gate. ``scopes`` keeps the source
+    mutants inside those functions or classes (dotted: ``"MlxRunner.run"``), for a file that
+    also holds the reference's code or test scaffolding. Raises
     :class:`~paritygate.errors.InputError` for bad input and when the unmutated gate does not
     pass.
     """
@@ -879,10 +935,14 @@ def mutate(
     else:
         relative = [_inside(root, _runner_file(spec, runner), f"runner {runner.name}:")]
     relative = list(dict.fromkeys(relative))
+    if operators:
+        _refuse_pinned(spec, root, relative)
     spec_name = spec.path.resolve().relative_to(root).as_posix()
 
     sources = {name: _read(root / name, name) for name in relative}
     found = [m for name in relative for m in find_mutations(sources[name], name, operators)]
+    if scopes:
+        found = _in_scopes(found, scopes, relative)
     chosen = _spread(found, limit)
     jobs_list: list[_Job] = []
     for mutation in chosen:
@@ -932,6 +992,7 @@ def mutate(
         cases=len(cases) if cases else len(spec.cases),
         only_cases=list(cases),
         only_claims=list(claims),
+        scopes=list(scopes),
         jobs=jobs,
         min_score=min_score,
         found=len(found) + len(model_mutations or {}),
@@ -945,10 +1006,15 @@ def mutate(
             skipped = set(ignore(folder, names))
             return skipped | {n for n in names if (Path(folder) / n).resolve() == reports}
 
+        def fresh_copy(slot: Path) -> None:
+            if (slot / "project").exists():
+                shutil.rmtree(slot / "project")
+            shutil.copytree(root, slot / "project", ignore=copy_ignore, symlinks=True)
+
         slots: queue.Queue[Path] = queue.Queue()
         for i in range(jobs):
             slot = scratch / f"job{i}"
-            shutil.copytree(root, slot / "project", ignore=copy_ignore, symlinks=True)
+            fresh_copy(slot)
             slots.put(slot)
 
         slot = slots.get()
@@ -992,6 +1058,7 @@ def mutate(
                 )
             slot = slots.get()
             path = slot / "project" / job.file
+            data = None
             try:
                 path.write_bytes(job.mutated.encode("utf-8"))
                 outcome, data, last, seconds = _run_gate(
@@ -999,6 +1066,10 @@ def mutate(
                 )
             finally:
                 path.write_bytes(sources[job.file].encode("utf-8"))
+                if data is not None and data.get("drift"):
+                    # the mutant wrote into the copy (a case input): the next mutant gets a
+                    # fresh copy, never the written files
+                    fresh_copy(slot)
                 slots.put(slot)
             return _judge(job, outcome, data, last, seconds, result.timeout)
 

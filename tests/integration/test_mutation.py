@@ -2,8 +2,8 @@
 the claim and case that see them; a mutant in dead code survives with its diff; a declared
 equivalent leaves the denominator; a crashing or hanging mutant counts as caught and is listed
 apart; the user's tree is byte-identical afterwards; an unmutated gate that fails, and bad input,
-exit 2 in one line; --min-score both ways. The box-port example's published mutation score is
-measured again."""
+exit 2 in one line; --min-score both ways; --scope keeps a function's or class's mutants. The
+box-port example's published score is measured again in examples/box_port/tests."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from spec_helpers import BOX_PORT, TINY_SPEC, copy_box_port, make_project
+from spec_helpers import TINY_SPEC, copy_box_port, make_project
 
 from paritygate.cli import main
 from paritygate.mutation import find_mutations
@@ -209,6 +209,7 @@ def test_an_unmutated_gate_that_fails_exits_2(tmp_path, capsys):
         (["--bogus"], "No such option '--bogus'"),
         (["--case", "c"], "--case 'c': not in parity.toml"),
         (["--claim", "y-far"], "--claim 'y-far': not in parity.toml"),
+        (["--scope", "nosuch"], "--scope 'nosuch': no mutant inside a function or class"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
@@ -217,6 +218,16 @@ def test_bad_input_is_one_line_exit_2(project, capsys, args, message):
     err = captured.err.strip()
     assert len(err.splitlines()) == 1 and message in err
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_scope_keeps_the_mutants_of_one_function(project, tmp_path, capsys):
+    report = tmp_path / "scoped.json"
+    args = ["mutate", str(project), "--operators", "compare", "--scope", "candidate"]
+    assert main([*args, "--json", str(report)]) == 0
+    capsys.readouterr()
+    data = json.loads(report.read_text())
+    assert data["scopes"] == ["candidate"]
+    assert [m["description"] for m in data["mutants"]] == ["x.shape[0] > 100 -> x.shape[0] <= 100"]
 
 
 def test_case_and_claim_restrict_every_gate_run(project, tmp_path, capsys):
@@ -260,44 +271,8 @@ def test_operators_on_a_numerical_module():
         ("off-by-one", "-1 -> 0"),
         ("compare", "y.size >= 2 -> y.size < 2"),
     ]  # nothing in annotations or docstrings
-
-
-def test_box_port_published_mutation_score(tmp_path, capsys):
-    """The box-port README publishes the score of its gate under the axis, compare and dtype
-    operators from its committed mutation.json; measured again here on a recorded copy, every
-    mutant with the same status, and the README's markers tied to the file."""
-    project = copy_box_port(tmp_path)
-    record(load_spec(project / "parity.toml"))
-    report = tmp_path / "mutation.json"
-    code = main(
-        [
-            "mutate",
-            str(project / "parity.toml"),
-            "--file",
-            "port_detector.py",
-            "--operators",
-            "axis,compare,dtype",
-            "--jobs",
-            "2",
-            "--json",
-            str(report),
-        ]
-    )
-    capsys.readouterr()
-    assert code == 0
-    measured = json.loads(report.read_text())
-    published = json.loads((BOX_PORT / "mutation.json").read_text())
-    keys = ("score", "caught", "judged", "survived", "gate_runs", "cases")
-    assert {k: measured[k] for k in keys} == {k: published[k] for k in keys}
-    assert [(m["id"], m["status"], m["claim"], m["case"]) for m in measured["mutants"]] == [
-        (m["id"], m["status"], m["claim"], m["case"]) for m in published["mutants"]
-    ]
-    assert (
-        main(
-            ["claims", "check", str(BOX_PORT / "README.md"), "--spec", str(project / "parity.toml")]
-        )
-        == 0
-    )
+    scopes = [m.scope for m in find_mutations(source, "m.py")]
+    assert scopes == ["Cache.reset"] + ["f"] * 7  # --scope keeps a function's or class's mutants
 
 
 def test_a_command_runner_mutates_the_script_its_command_names(tmp_path, capsys):
@@ -315,3 +290,130 @@ def test_a_command_runner_mutates_the_script_its_command_names(tmp_path, capsys)
         == 2
     )
     assert "'x' is not a valid integer" in capsys.readouterr().err
+
+
+FACTORY_MODEL = """
+import numpy as np
+
+W = np.random.default_rng(0).standard_normal((8, 4))
+
+
+def reference(case):
+    x = case.load()["x"]
+    logits = x @ W
+    return {"y": np.tanh(logits), "logits": logits}
+
+
+def make(scale):
+    def run(case):
+        logits = (case.load()["x"] @ W) * scale
+        return {"y": np.tanh(logits), "logits": logits}
+
+    return run
+
+
+def make_same(scale):  # a user-written mutant that changes nothing: it survives
+    return make(scale)
+
+
+def make_scaled(scale):  # built with the runner's options, 1 % off
+    return make(scale * 1.01)
+
+
+def make_without_options():  # does not take the runner's options: the runner fails
+    return make(1.0)
+"""
+
+WRITES_INPUT = """
+
+def writes_input(case):  # a runner that writes into its case input: drift, not a verdict
+    x = case.load()["x"]
+    np.savez(case.path, x=x + 1)
+    logits = x @ W
+    return {"y": np.tanh(logits), "logits": logits}
+"""
+
+FACTORY_SPEC = SPEC.replace(
+    'callable = "tiny:candidate"', 'factory = "tiny:make"\noptions = { scale = 1.0 }'
+)
+
+
+def test_user_written_mutants_of_a_factory_runner_are_built_with_its_options(tmp_path, capsys):
+    """--model-mutation through a factory runner: the scratch spec names the mutant as the
+    factory and keeps the options, so a mutant built with them is judged by the claims (caught,
+    or survived with the spec's diff); one that does not take them crashes, naming why."""
+    spec = make_project(tmp_path / "factory", FACTORY_SPEC, modules={"tiny.py": FACTORY_MODEL})
+    record(load_spec(spec))
+    report = tmp_path / "factory.json"
+    args = ["mutate", str(spec), "--operators", "none", "--json", str(report)]
+    for pair in (
+        "same=tiny:make_same",
+        "scaled=tiny:make_scaled",
+        "bare=tiny:make_without_options",
+    ):
+        args += ["--model-mutation", pair]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    mutants = {m["id"]: m for m in json.loads(report.read_text())["mutants"]}
+    assert (mutants["model:scaled"]["status"], mutants["model:scaled"]["claim"]) == (
+        "caught",
+        "y-close",
+    )
+    same = mutants["model:same"]
+    assert same["status"] == "survived" and same["operator"] == "model"
+    assert '-factory = "tiny:make"\n+factory = "tiny:make_same"\n' in same["diff"]
+    assert "options" not in "".join(
+        line for line in same["diff"].splitlines(keepends=True) if line[:1] in "+-"
+    ).replace("---", "").replace("+++", "")  # the options stay as they are
+    bare = mutants["model:bare"]
+    assert bare["status"] == "crash" and "unexpected keyword argument 'scale'" in bare["detail"]
+    assert "score 67%: 2/3 caught (1 crash, 0 timeout), 1 survived" in out
+
+
+def test_a_pinned_file_is_refused_and_a_mutant_that_writes_its_input_is_drift(tmp_path, capsys):
+    """Drift both ways. A file the candidate pins (pins.files) cannot be scored: the gate would
+    refuse every mutant of it before a claim runs, so mutate exits 2 in one line; without the pin
+    the same mutants are judged by the claims. A mutant whose run writes to its case input is
+    drift (listed apart, the gate does not pass), and the mutants after it in the same job run on
+    a fresh copy, judged as before."""
+    spec = make_project(tmp_path / "drift", SPEC, modules={"tiny.py": MODEL + WRITES_INPUT})
+    record(load_spec(spec))
+    digest = hashlib.sha256((spec.parent / "tiny.py").read_bytes()).hexdigest()
+    pinned = spec.parent / "pinned.toml"
+    pinned.write_text(
+        spec.read_text().replace(
+            'callable = "tiny:candidate"',
+            f'callable = "tiny:candidate"\n\n[runners.cand.pins.files]\n"tiny.py" = "{digest}"',
+        )
+    )
+    assert main(["mutate", str(pinned), "--operators", "dtype"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "paritygate: error: tiny.py: pinned by runner cand (pins.files), so the gate refuses "
+        "every mutant of it as drift before any claim runs; mutate an unpinned file, or measure "
+        "on a copy of the spec without that pin"
+    )
+
+    report = tmp_path / "drift.json"
+    before = _snapshot(spec.parent)
+    args = ["mutate", str(spec), "--operators", "dtype", "--jobs", "1", "--json", str(report)]
+    args += [
+        "--model-mutation",
+        "writer=tiny:writes_input",
+        "--model-mutation",
+        "same=tiny:candidate",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert _snapshot(spec.parent) == before  # the user's case inputs included
+    data = json.loads(report.read_text())
+    by_id = {m["id"]: m for m in data["mutants"]}
+    writer = by_id["model:writer"]
+    assert writer["status"] == "drift" and writer["detail"] == "drift: case-input a"
+    assert writer["claim"] is None  # no claim judged it
+    (dtype,) = [m for m in data["mutants"] if m["operator"] == "dtype"]
+    assert (dtype["status"], dtype["claim"]) == ("caught", "y-close")
+    # after the writer, in the same job: a fresh copy, the unchanged candidate survives
+    assert [m["id"] for m in data["mutants"]][-2:] == ["model:writer", "model:same"]
+    assert by_id["model:same"]["status"] == "survived"
+    assert "score 67%: 2/3 caught (0 crash, 0 timeout, 1 drift), 1 survived" in out

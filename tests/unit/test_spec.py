@@ -14,7 +14,14 @@ from paritygate.spec import NOOP_STORED_REASON, load_spec, parse_slice, update_c
 
 def test_box_port_example_loads_with_every_part():
     spec = load_spec(BOX_PORT / "parity.toml")
-    assert set(spec.cases) == {"leetcode", "wide_editor", "narrow"}
+    assert set(spec.cases) == {
+        "leetcode",
+        "wide_editor",
+        "narrow",
+        "edge_to_edge",
+        "icon",
+        "on_threshold",
+    }
     assert spec.reference.name == "reference"
     assert [c.name for c in spec.candidates] == ["port"]
     assert [a.name for a in spec.adapters_of("port")] == ["port-python"]

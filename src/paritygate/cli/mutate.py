@@ -78,6 +78,14 @@ __all__ = ["mutate_command"]
     help="Evaluate only this claim for every mutant (repeatable).",
 )
 @click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    metavar="NAME",
+    help="Mutate only inside this function or class (dotted: Runner.run), repeatable: a file "
+    "that also holds the reference's code or test scaffolding.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -96,6 +104,7 @@ def mutate_command(
     min_score: float | None,
     cases: tuple[str, ...],
     claims: tuple[str, ...],
+    scopes: tuple[str, ...],
     json_path: Path | None,
 ) -> int:
     """Plant small bugs in the candidate's source and run the gate on each: which are caught
@@ -129,6 +138,7 @@ def mutate_command(
             min_score=min_score,
             cases=cases,
             claims=claims,
+            scopes=scopes,
             progress=lambda done, total: update("gated", done, total),
         )
     click.echo(result.summary())
