@@ -477,7 +477,7 @@ def make(runtime: str, bug: str | None = None, fresh: bool = False) -> Any:
 # The grounding answer through every entry point (parity-adapters.toml): ``answer_utf8`` (the
 # answer's text as UTF-8 bytes, uint8: entry points that return text are compared byte for byte)
 # and the boxes parsed from it.
-ENTRY_POINTS = ("transformers", "step", "api", "cli")
+ENTRY_POINTS = ("transformers", "step", "api", "cli", "server")
 
 
 def _grounding(text: str, case: dict, grid_thw: np.ndarray) -> dict:
@@ -560,7 +560,73 @@ def grounding(entry: str, bug: str | None = None) -> Any:
             return _grounding(done.stdout.strip(), case, grid_of(case))
 
         return run
+    if entry == "server":
+        return _Server(grid_of)
     raise ValueError(f"unknown entry point {entry!r}; expected one of {', '.join(ENTRY_POINTS)}")
+
+
+class _Server:
+    """mlx-vlm's HTTP server (``python -m mlx_vlm.server``) on a free port of 127.0.0.1, started
+    here and registered with ``paritygate.children`` (an aborted gate ends it); each case one
+    ``POST /v1/chat/completions`` with the image's path and the prompt, temperature 0.
+    ``close()`` (called by paritygate when the runner is put away) stops it."""
+
+    def __init__(self, grid_of: Any) -> None:
+        import socket
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+
+        from paritygate import children
+
+        self.grid_of = grid_of
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "mlx_vlm.server", "--model", str(MODEL_DIR)]
+        command += ["--host", "127.0.0.1", "--port", str(self.port)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        children.started(self.process, own_group=True)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5).read()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("mlx-vlm's server did not start") from None
+                time.sleep(0.5)
+
+    def __call__(self, case: dict) -> dict:
+        import urllib.request
+
+        case_image(case)  # the pinned bytes; the server then reads the file itself
+        image = {"type": "image_url", "image_url": {"url": str(CASES_DIR / case["image"])}}
+        content = [image, {"type": "text", "text": case["prompt"]}]
+        body = {
+            "model": str(MODEL_DIR),
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": MAX_ANSWER,
+            "temperature": 0.0,
+            "stream": False,
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/v1/chat/completions",
+            data=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            text = json.loads(response.read())["choices"][0]["message"]["content"]
+        return _grounding(text, case, self.grid_of(case))
+
+    def close(self) -> None:
+        from paritygate import children
+
+        children.end(self.process)
 
 
 # The image a state check runs first: fullhd's grid (12 x 20 patches) is also laptop's and odd's.

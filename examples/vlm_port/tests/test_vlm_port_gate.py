@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paritygate import load_spec, run_gate
+from paritygate import children, load_spec, run_gate
 from paritygate.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[1]
@@ -163,7 +163,13 @@ def test_every_entry_point_agrees_and_a_raw_prompt_in_one_fails_the_cross_adapte
     spec = example / "parity-adapters.toml"
     result = run_gate(load_spec(spec), cases=["tiny"])
     assert result.passed, [f.describe() for v in result.verdicts for f in v.failures]
-    assert {v.candidate for v in result.verdicts} == {"mlx-vlm", "mlx-vlm-api", "mlx-vlm-cli"}
+    assert {v.candidate for v in result.verdicts} == {
+        "mlx-vlm",
+        "mlx-vlm-api",
+        "mlx-vlm-cli",
+        "mlx-vlm-server",
+    }
+    assert not children.live()  # the server was stopped with its runner
     # the API entry point without the chat template (the command line left out: seconds)
     text = spec.read_text()
     text = text[: text.index("[runners.mlx-vlm-cli]")] + text[text.index("[claims.answer-text]") :]
