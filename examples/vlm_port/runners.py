@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ HERE = Path(__file__).resolve().parent
 MODEL_DIR = HERE / "model"
 CASES_DIR = HERE / "cases"
 THREADS = 2
+DEVICE_ENV = "VLM_PORT_MLX_DEVICE"
 BUGS = (
     "image-after-text",
     "bilinear-resize",
@@ -254,7 +256,9 @@ class MlxRunner:
         import mlx.core as mx
         from mlx_vlm import load
 
-        mx.set_default_device(mx.cpu)
+        # MLX's CPU unless VLM_PORT_MLX_DEVICE=gpu (gpu/run_gpu.sh: MLX CUDA against the recorded
+        # CPU reference)
+        mx.set_default_device(mx.gpu if os.environ.get(DEVICE_ENV) == "gpu" else mx.cpu)
         self.mx = mx
         self.model, self.processor = load(str(model_dir))
         if vision_cache:
