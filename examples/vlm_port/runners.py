@@ -489,12 +489,14 @@ def _grounding(text: str, case: dict, grid_thw: np.ndarray) -> dict:
     return dict(answer_utf8=data, **boxes(text, case["size"], grid_thw))
 
 
-def grounding(entry: str, bug: str | None = None) -> Any:
+def grounding(entry: str, bug: str | None = None, source: str | None = None) -> Any:
     """The answer and its boxes through one entry point: ``transformers`` (the reference's
     ``generate``), ``step`` (mlx-vlm's ``generate_step``, the candidate of parity.toml), ``api``
     (``mlx_vlm.generate``: its own image loading, processing and generation loop) or ``cli``
     (``python -m mlx_vlm.generate`` in a child process, the answer read from its stdout). ``bug``
-    ``raw-prompt``: the api entry point is given the prompt without the chat template."""
+    ``raw-prompt``: the api entry point is given the prompt without the chat template.
+    ``source="bootstrap"``: the command line runs the mlx-vlm source of the checkout that
+    ``paritygate bootstrap`` made (``PARITYGATE_BOOTSTRAP_DIR`` first on ``PYTHONPATH``)."""
     import preprocess
 
     config = preprocess.load_config(MODEL_DIR)
@@ -560,7 +562,12 @@ def grounding(entry: str, bug: str | None = None) -> Any:
             command = [sys.executable, "-m", "mlx_vlm.generate", "--model", str(MODEL_DIR)]
             command += ["--image", str(CASES_DIR / case["image"]), "--prompt", case["prompt"]]
             command += ["--max-tokens", str(MAX_ANSWER), "--temperature", "0"]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            env = None
+            if source == "bootstrap":  # the checkout paritygate bootstrap made, first on the path
+                checkout = os.environ["PARITYGATE_BOOTSTRAP_DIR"]
+                path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
+                env = dict(os.environ, PYTHONPATH=path)
+            done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
             return _grounding(done.stdout.strip(), case, grid_of(case))
 
         return run
