@@ -229,3 +229,12 @@ def test_vision_rotary_ids_off_by_one_fail_the_vision_embeddings_unless_a_transl
         load_spec(_planted(example, "vision-rope-shift")), claims=["vision-embeds"], cases=["tiny"]
     )
     assert shifted.passed
+
+
+def test_transformers_called_after_another_image_equals_a_fresh_call(example):
+    # the reference side of the state claim: the model keeps rope_deltas between calls; laptop
+    # follows fullhd (the same 12 x 20 grid), paired against a fresh model, byte for byte
+    spec = example / "parity-state-transformers.toml"
+    result = run_gate(load_spec(spec), cases=["laptop"])
+    assert result.passed, [f.describe() for v in result.verdicts for f in v.failures]
+    assert {v.claim_id for v in result.verdicts} == {"transformers-fresh-state"}
