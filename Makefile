@@ -15,10 +15,11 @@ $(VENV)/.demo-installed: pyproject.toml | $(PY)
 	touch $@
 
 # mlx-vlm without its dependencies: its wheel requires audio, server and OpenCV packages that
-# examples/vlm_port never imports (pyproject.toml's vlm extra lists what it does import).
+# examples/vlm_port never imports (pyproject.toml's vlm extra lists what it does import);
+# mlx-audio too: mlx-vlm's server imports its audio_io module (numpy only) at start.
 $(VENV)/.test-installed: pyproject.toml | $(PY)
 	$(PIP) install -e ".[test,demo]"
-	$(PIP) install --no-deps "mlx-vlm==0.7.10"
+	$(PIP) install --no-deps "mlx-vlm==0.7.10" "mlx-audio==0.6.2"
 	touch $@
 
 # The main job: the Silero VAD port (examples/silero_vad_mlx) gated in stored mode against the

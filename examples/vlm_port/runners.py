@@ -42,13 +42,24 @@ in the candidate, as a mutation of the runner, never of a committed file:
   features (the seed's state that persists between calls);
 - ``corner-scaling``: the candidate maps the answer's boxes back to the original image with the
   corner-aligned scale (original - 1) / (resized - 1): the answer is right, the boxes drift by
-  0 to about 12 px, more on larger images (the seed's 9 px).
+  0 to about 12 px, more on larger images (the seed's 9 px);
+- ``lanczos-resize``: the candidate's image processor resizes with PIL's Lanczos filter instead
+  of bicubic (the filter swap between frameworks);
+- ``image-token-short``: the prompt carries one ``<|image_pad|>`` fewer than the grid's merged
+  patches (an off-by-one in the expansion); mlx-vlm fills the image positions it finds and drops
+  the vision tower's last row without a word;
+- ``vision-rope-stride``: the vision tower's 2-D rotary position ids computed from the flat
+  patch index with a row length one too long (w + 1): the first row is right, every later row
+  starts one or more columns off (an off-by-one in the ids, not a translation);
+- ``vision-rope-shift``: the same ids all one higher (1-based): a translation, which rotary
+  attention cannot see (it scores relative positions): the gate passes it, on purpose.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +69,17 @@ HERE = Path(__file__).resolve().parent
 MODEL_DIR = HERE / "model"
 CASES_DIR = HERE / "cases"
 THREADS = 2
-BUGS = ("image-after-text", "bilinear-resize", "corner-scaling", "vision-cache")
+DEVICE_ENV = "VLM_PORT_MLX_DEVICE"
+BUGS = (
+    "image-after-text",
+    "bilinear-resize",
+    "lanczos-resize",
+    "corner-scaling",
+    "vision-cache",
+    "image-token-short",
+    "vision-rope-stride",
+    "vision-rope-shift",
+)
 MAX_ANSWER = 120  # tokens of the generated answer (the longest answer of the cases has 93)
 LABELS = ("question", "editor")
 
@@ -228,15 +249,26 @@ class MlxRunner:
         resample: int | None = None,
         corner_scaling: bool = False,
         vision_cache: bool = False,
+        image_token_short: bool = False,
+        vision_rope_shift: bool = False,
+        vision_rope_stride: bool = False,
     ) -> None:
         import mlx.core as mx
         from mlx_vlm import load
 
-        mx.set_default_device(mx.cpu)
+        # MLX's CPU unless VLM_PORT_MLX_DEVICE=gpu (gpu/run_gpu.sh: MLX CUDA against the recorded
+        # CPU reference)
+        mx.set_default_device(mx.gpu if os.environ.get(DEVICE_ENV) == "gpu" else mx.cpu)
         self.mx = mx
         self.model, self.processor = load(str(model_dir))
         if vision_cache:
             self.model.vision_tower = _grid_keyed_cache(self.model.vision_tower)
+        if vision_rope_shift:
+            tower = self.model.vision_tower
+            tower.rotary_pos_emb = _shifted_rotary(tower.rotary_pos_emb)
+        if vision_rope_stride:
+            self.model.vision_tower.rot_pos_emb = _strided_rot_pos_emb(self.model.vision_tower)
+        self.image_token_short = image_token_short
         self.image_after_text = image_after_text
         self.resample = resample
         self.corner_scaling = corner_scaling
@@ -256,6 +288,17 @@ class MlxRunner:
             table["qwen2_5_vl"] = saved
 
     def _inputs(self, case: dict) -> dict:
+        inputs = self._processed(case)
+        if self.image_token_short:  # the planted bug: the last <|image_pad|> left out
+            mx = self.mx
+            ids = np.array(inputs["input_ids"])
+            last = int(np.flatnonzero(ids[0] == self.model.config.image_token_id)[-1])
+            for key in ("input_ids", "attention_mask"):
+                if key in inputs:
+                    inputs[key] = mx.array(np.delete(np.array(inputs[key]), last, axis=1))
+        return inputs
+
+    def _processed(self, case: dict) -> dict:
         image = case_image(case)
         if self.resample is None:
             return self.processor(text=[self.prompt_text(case)], images=[image])
@@ -365,6 +408,44 @@ def _grid_keyed_cache(tower: Any) -> Any:
     return GridKeyedCache()
 
 
+def _shifted_rotary(rotary: Any) -> Any:
+    """The ``vision-rope-shift`` bug: the vision tower's rotary table read one position on, so
+    that patch (h, w) is rotated as (h + 1, w + 1)."""
+    import mlx.nn as nn
+
+    class Shifted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rotary = rotary
+
+        def __call__(self, seqlen: Any) -> Any:
+            return self.rotary(seqlen + 1)[1:]
+
+    return Shifted()
+
+
+def _strided_rot_pos_emb(tower: Any) -> Any:
+    """The ``vision-rope-stride`` bug: mlx-vlm's ``rot_pos_emb`` with the (h, w) ids taken from
+    the flat patch index with a row length of w + 1 instead of w."""
+    import mlx.core as mx
+
+    def rot_pos_emb(grid_thw: Any) -> Any:
+        merge = tower.spatial_merge_size
+        pos_ids = []
+        for t, h, w in grid_thw.tolist():
+            flat = mx.arange(h * w)
+            ids = []
+            for axis in (flat // (w + 1), flat % (w + 1)):
+                axis = axis.reshape(h // merge, merge, w // merge, merge)
+                ids.append(mx.transpose(axis, (0, 2, 1, 3)).flatten())
+            pos_ids.append(mx.tile(mx.stack(ids, axis=-1), (t, 1)))
+        pos_ids = mx.concatenate(pos_ids, axis=0)
+        table = tower.rotary_pos_emb(mx.max(grid_thw[:, 1:]) + 1)
+        return table[pos_ids].reshape(pos_ids.shape[0], -1)
+
+    return rot_pos_emb
+
+
 def make(runtime: str, bug: str | None = None, fresh: bool = False) -> Any:
     """The runner ``parity.toml`` names: ``runtime`` is transformers or mlx-vlm; ``bug`` one of
     ``BUGS``, planted in the candidate. ``fresh``: every call builds a new runner (nothing can
@@ -380,11 +461,18 @@ def make(runtime: str, bug: str | None = None, fresh: bool = False) -> Any:
     if runtime == "mlx-vlm":
         from PIL import Image
 
+        filters = {
+            "bilinear-resize": int(Image.Resampling.BILINEAR),
+            "lanczos-resize": int(Image.Resampling.LANCZOS),
+        }
         return MlxRunner(
             image_after_text=bug == "image-after-text",
-            resample=int(Image.Resampling.BILINEAR) if bug == "bilinear-resize" else None,
+            resample=filters.get(bug),
             corner_scaling=bug == "corner-scaling",
             vision_cache=bug == "vision-cache",
+            image_token_short=bug == "image-token-short",
+            vision_rope_shift=bug == "vision-rope-shift",
+            vision_rope_stride=bug == "vision-rope-stride",
         ).run
     raise ValueError(f"unknown runtime {runtime!r}")
 
@@ -393,7 +481,7 @@ def make(runtime: str, bug: str | None = None, fresh: bool = False) -> Any:
 # The grounding answer through every entry point (parity-adapters.toml): ``answer_utf8`` (the
 # answer's text as UTF-8 bytes, uint8: entry points that return text are compared byte for byte)
 # and the boxes parsed from it.
-ENTRY_POINTS = ("transformers", "step", "api", "cli")
+ENTRY_POINTS = ("transformers", "step", "api", "cli", "server")
 
 
 def _grounding(text: str, case: dict, grid_thw: np.ndarray) -> dict:
@@ -401,12 +489,14 @@ def _grounding(text: str, case: dict, grid_thw: np.ndarray) -> dict:
     return dict(answer_utf8=data, **boxes(text, case["size"], grid_thw))
 
 
-def grounding(entry: str, bug: str | None = None) -> Any:
+def grounding(entry: str, bug: str | None = None, source: str | None = None) -> Any:
     """The answer and its boxes through one entry point: ``transformers`` (the reference's
     ``generate``), ``step`` (mlx-vlm's ``generate_step``, the candidate of parity.toml), ``api``
     (``mlx_vlm.generate``: its own image loading, processing and generation loop) or ``cli``
     (``python -m mlx_vlm.generate`` in a child process, the answer read from its stdout). ``bug``
-    ``raw-prompt``: the api entry point is given the prompt without the chat template."""
+    ``raw-prompt``: the api entry point is given the prompt without the chat template.
+    ``source="bootstrap"``: the command line runs the mlx-vlm source of the checkout that
+    ``paritygate bootstrap`` made (``PARITYGATE_BOOTSTRAP_DIR`` first on ``PYTHONPATH``)."""
     import preprocess
 
     config = preprocess.load_config(MODEL_DIR)
@@ -472,11 +562,82 @@ def grounding(entry: str, bug: str | None = None) -> Any:
             command = [sys.executable, "-m", "mlx_vlm.generate", "--model", str(MODEL_DIR)]
             command += ["--image", str(CASES_DIR / case["image"]), "--prompt", case["prompt"]]
             command += ["--max-tokens", str(MAX_ANSWER), "--temperature", "0"]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            env = None
+            if source == "bootstrap":  # the checkout paritygate bootstrap made, first on the path
+                checkout = os.environ["PARITYGATE_BOOTSTRAP_DIR"]
+                path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
+                env = dict(os.environ, PYTHONPATH=path)
+            done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
             return _grounding(done.stdout.strip(), case, grid_of(case))
 
         return run
+    if entry == "server":
+        return _Server(grid_of)
     raise ValueError(f"unknown entry point {entry!r}; expected one of {', '.join(ENTRY_POINTS)}")
+
+
+class _Server:
+    """mlx-vlm's HTTP server (``python -m mlx_vlm.server``) on a free port of 127.0.0.1, started
+    here and registered with ``paritygate.children`` (an aborted gate ends it); each case one
+    ``POST /v1/chat/completions`` with the image's path and the prompt, temperature 0.
+    ``close()`` (called by paritygate when the runner is put away) stops it."""
+
+    def __init__(self, grid_of: Any) -> None:
+        import socket
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+
+        from paritygate import children
+
+        self.grid_of = grid_of
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "mlx_vlm.server", "--model", str(MODEL_DIR)]
+        command += ["--host", "127.0.0.1", "--port", str(self.port)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        children.started(self.process, own_group=True)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5).read()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("mlx-vlm's server did not start") from None
+                time.sleep(0.5)
+
+    def __call__(self, case: dict) -> dict:
+        import urllib.request
+
+        case_image(case)  # the pinned bytes; the server then reads the file itself
+        image = {"type": "image_url", "image_url": {"url": str(CASES_DIR / case["image"])}}
+        content = [image, {"type": "text", "text": case["prompt"]}]
+        body = {
+            "model": str(MODEL_DIR),
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": MAX_ANSWER,
+            "temperature": 0.0,
+            "stream": False,
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/v1/chat/completions",
+            data=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            text = json.loads(response.read())["choices"][0]["message"]["content"]
+        return _grounding(text, case, self.grid_of(case))
+
+    def close(self) -> None:
+        from paritygate import children
+
+        children.end(self.process)
 
 
 # The image a state check runs first: fullhd's grid (12 x 20 patches) is also laptop's and odd's.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paritygate import load_spec, run_gate
+from paritygate import children, load_spec, run_gate
 from paritygate.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[1]
@@ -163,7 +163,13 @@ def test_every_entry_point_agrees_and_a_raw_prompt_in_one_fails_the_cross_adapte
     spec = example / "parity-adapters.toml"
     result = run_gate(load_spec(spec), cases=["tiny"])
     assert result.passed, [f.describe() for v in result.verdicts for f in v.failures]
-    assert {v.candidate for v in result.verdicts} == {"mlx-vlm", "mlx-vlm-api", "mlx-vlm-cli"}
+    assert {v.candidate for v in result.verdicts} == {
+        "mlx-vlm",
+        "mlx-vlm-api",
+        "mlx-vlm-cli",
+        "mlx-vlm-server",
+    }
+    assert not children.live()  # the server was stopped with its runner
     # the API entry point without the chat template (the command line left out: seconds)
     text = spec.read_text()
     text = text[: text.index("[runners.mlx-vlm-cli]")] + text[text.index("[claims.answer-text]") :]
@@ -178,3 +184,57 @@ def test_every_entry_point_agrees_and_a_raw_prompt_in_one_fails_the_cross_adapte
         ("missing_output", "boxes/editor"),
         ("missing_output", "boxes/question"),
     }
+
+
+def test_one_image_token_too_few_fails_token_ids_where_the_image_ends(example):
+    # the prompt carries 24 <|image_pad|> for tiny's 25 merged patches: mlx-vlm fills the 24 it
+    # finds and drops the tower's last row without a word; the ids claim names the position
+    result = run_gate(
+        load_spec(_planted(example, "image-token-short")),
+        claims=["token-ids", "image-grid", "pixel-values", "vision-embeds"],
+        cases=["tiny"],
+    )
+    assert set(_failing(result)) == {("token-ids", "tiny")}  # the image itself is untouched
+    (failure,) = _failing(result)["token-ids", "tiny"]
+    assert (failure.metric, failure.where) == ("token_ids_equal", "prompt_ids position 59")
+    assert failure.detail.startswith("actual 508 '<|vision_end|>' vs expected 510 '<|image_pad|>'")
+    assert failure.detail.endswith("lengths 118 / 119")
+
+
+def test_a_lanczos_resize_fails_the_pixel_values_and_the_vision_embeddings(example):
+    # bicubic swapped for Lanczos: the grid and the ids agree, the pixels do not
+    result = run_gate(
+        load_spec(_planted(example, "lanczos-resize")),
+        claims=["token-ids", "image-grid", "pixel-values", "vision-embeds"],
+        cases=["tiny"],
+    )
+    assert set(_failing(result)) == {("pixel-values", "tiny"), ("vision-embeds", "tiny")}
+    (vision,) = _failing(result)["vision-embeds", "tiny"]
+    assert vision.where.startswith("vision_embeds at index ") and vision.observed > 1.0
+
+
+def test_vision_rotary_ids_off_by_one_fail_the_vision_embeddings_unless_a_translation(example):
+    # the (h, w) ids from the flat patch index with a row length of w + 1: the vision tower's
+    # output moves (its input, the pixels and the grid, does not)
+    claims = ["token-ids", "image-grid", "pixel-values", "vision-embeds"]
+    result = run_gate(
+        load_spec(_planted(example, "vision-rope-stride")), claims=claims, cases=["tiny"]
+    )
+    assert set(_failing(result)) == {("vision-embeds", "tiny")}
+    (vision,) = _failing(result)["vision-embeds", "tiny"]
+    assert vision.metric == "max_abs" and vision.observed > 1.0
+    # every id one higher is a translation: rotary attention scores relative positions only,
+    # so the output agrees within the float32 noise the claim allows, and the gate passes it
+    shifted = run_gate(
+        load_spec(_planted(example, "vision-rope-shift")), claims=["vision-embeds"], cases=["tiny"]
+    )
+    assert shifted.passed
+
+
+def test_transformers_called_after_another_image_equals_a_fresh_call(example):
+    # the reference side of the state claim: the model keeps rope_deltas between calls; laptop
+    # follows fullhd (the same 12 x 20 grid), paired against a fresh model, byte for byte
+    spec = example / "parity-state-transformers.toml"
+    result = run_gate(load_spec(spec), cases=["laptop"])
+    assert result.passed, [f.describe() for v in result.verdicts for f in v.failures]
+    assert {v.claim_id for v in result.verdicts} == {"transformers-fresh-state"}
