@@ -72,7 +72,7 @@ for TF32 in 1 0; do
   START=$(date +%s.%N)
   "$PY" -m paritygate gate parity-gpu.toml --out "$OUT/gate-tf32-$TF32" \
     > "$OUT/gate-tf32-$TF32.txt" 2>&1
-  echo "exit $? after $(echo "$(date +%s.%N) - $START" | bc) s wall" >> "$OUT/gate-tf32-$TF32.txt"
+  echo "exit $? after $("$PY" -c "import time; print(round(time.time() - $START, 1))") s wall" >> "$OUT/gate-tf32-$TF32.txt"
   for CLAIM in mlx-logits mlx-kl; do
     "$PY" -m paritygate calibrate parity-gpu.toml --claim "$CLAIM" --candidate mlx-lm \
       --mutations noise,shift,swap,float16 --json "$OUT/calibrate-$CLAIM-tf32-$TF32.json" \
