@@ -14,7 +14,8 @@
   check (each side's token within the other side's top-k at the divergence).
 - :func:`delta_perplexity`: perplexity of a fixed continuation under two sets of logits.
 
-numpy only. Each result is truthy when it passes, lists every violated bound as
+numpy, and numba where installed for the top-k of long logit chunks (imported on first use;
+numpy gives the same ids without it). Each result is truthy when it passes, lists every violated bound as
 :class:`~paritygate.results.Failure` and serializes with ``to_dict``.
 """
 
