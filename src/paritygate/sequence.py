@@ -15,8 +15,8 @@
 - :func:`delta_perplexity`: perplexity of a fixed continuation under two sets of logits.
 
 numpy, and numba where installed for the top-k of long logit chunks (imported on first use;
-numpy gives the same ids without it). Each result is truthy when it passes, lists every violated bound as
-:class:`~paritygate.results.Failure` and serializes with ``to_dict``.
+numpy gives the same ids without it). Each result is truthy when it passes, lists every violated
+bound as :class:`~paritygate.results.Failure` and serializes with ``to_dict``.
 """
 
 from __future__ import annotations
