@@ -15,6 +15,11 @@ fastest block of each arm). ``--repeat N`` tiles the case's tokens to a longer s
 model's context is 1024).
 
     python benchmarks/bench_teacher_forced.py [--blocks 15] [--repeat 4] [--threads 2]
+    python benchmarks/bench_teacher_forced.py --memory [--vocab 32000]
+
+``--memory``: no model; the accumulator is fed random logits 64 positions at a time (streaming)
+for sequences of 512 to 16384 positions, and tracemalloc reports the peak of memory allocated
+while feeding (the 64-position chunks of both sides included) and what the accumulator keeps.
 """
 
 from __future__ import annotations
@@ -39,7 +44,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=4, help="tile the tokens this many times")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--case", default="chat-01-split-multi")
+    parser.add_argument("--memory", action="store_true", help="streaming memory, no model")
+    parser.add_argument("--vocab", type=int, default=32000)
     args = parser.parse_args()
+    if args.memory:
+        return memory(args.vocab)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -99,6 +108,39 @@ def main() -> int:
         print(f"{arm:8s} median {med:.4f} ms/token  best {best:.4f} ms/token")
     best_ratio = min(per_call["capture"]) / min(per_call["forward"])
     print(f"ratio capture/forward: median {statistics.median(ratios):.3f}x, best {best_ratio:.3f}x")
+    return 0
+
+
+def memory(vocab: int, chunk: int = 64) -> int:
+    import tracemalloc
+
+    from paritygate.sequence import TeacherForcedAccumulator
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(chunk, vocab)).astype(np.float32) * 3
+    noisy = base + rng.normal(scale=1e-3, size=base.shape).astype(np.float32)
+    TeacherForcedAccumulator(top_k=5).add(base, noisy)  # numba loaded before tracing
+    print(
+        f"vocab {vocab}, {chunk} positions per add(), top-5; float32 logits per side per chunk "
+        f"{base.nbytes / 2**20:.1f} MiB"
+    )
+    for n in (512, 2048, 8192, 16384):
+        tracemalloc.start()
+        acc = TeacherForcedAccumulator(top_k=5)
+        for start in range(0, n, chunk):
+            ref = base + np.float32(start)  # a fresh chunk per step, as a runner would stream it
+            acc.add(ref, noisy + np.float32(start))
+            del ref
+        result = acc.result()
+        kept = sum(a.nbytes for part in acc._parts for a in part)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        full = 2 * n * vocab * 4
+        print(
+            f"positions {n:6d}: peak {peak / 2**20:7.1f} MiB, kept {kept / 2**10:7.1f} KiB "
+            f"({kept / n:.0f} B/position); both sides' full logits would be "
+            f"{full / 2**20:8.1f} MiB; kl_max {result.kl_max:.2e}"
+        )
     return 0
 
 

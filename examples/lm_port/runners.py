@@ -127,12 +127,18 @@ class MlxRunner:
     name = "mlx-lm"
 
     def __init__(
-        self, model_dir: Path = MODEL_DIR, template: str | None = None, head_scale: float = 1.0
+        self,
+        model_dir: Path = MODEL_DIR,
+        template: str | None = None,
+        head_scale: float = 1.0,
+        device: str = "cpu",
     ):
         import mlx.core as mx
         from mlx_lm import load
 
-        mx.set_default_device(mx.cpu)
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"unknown MLX device {device!r}; expected cpu or gpu")
+        mx.set_default_device(mx.cpu if device == "cpu" else mx.gpu)
         self.mx = mx
         self.template = template
         self.model, self.tokenizer = load(str(model_dir))
@@ -221,9 +227,16 @@ class LlamaCppRunner:
         )
 
 
-def make(runtime: str, gguf: str | None = None, bug: str | None = None, fresh: bool = False) -> Any:
+def make(
+    runtime: str,
+    gguf: str | None = None,
+    bug: str | None = None,
+    fresh: bool = False,
+    device: str = "cpu",
+) -> Any:
     """The runner ``parity.toml`` names: ``runtime`` is transformers, mlx-lm or llama.cpp;
-    ``gguf`` the llama.cpp model file; ``bug`` one of ``BUGS`` planted in the candidate.
+    ``gguf`` the llama.cpp model file; ``bug`` one of ``BUGS`` planted in the candidate;
+    ``device`` the MLX device of mlx-lm (``gpu``: MLX CUDA or Metal, gpu/run_gpu.sh).
     ``fresh``: every call builds a new runtime (nothing can be left from an earlier call): the
     reference of the leaked-state claim in parity-state.toml."""
     if fresh:
@@ -242,6 +255,7 @@ def make(runtime: str, gguf: str | None = None, bug: str | None = None, fresh: b
             folder,
             template=SYSTEM_AFTER_USER_TEMPLATE if bug == "system-after-user" else None,
             head_scale=1.5 if bug == "head-scale" else 1.0,
+            device=device,
         )
     elif runtime == "llama.cpp":
         runner = LlamaCppRunner(gguf or "tiny-qwen2-f32.gguf", reset=bug != "kv-cache")

@@ -14,8 +14,9 @@
   check (each side's token within the other side's top-k at the divergence).
 - :func:`delta_perplexity`: perplexity of a fixed continuation under two sets of logits.
 
-numpy only. Each result is truthy when it passes, lists every violated bound as
-:class:`~paritygate.results.Failure` and serializes with ``to_dict``.
+numpy, and numba where installed for the top-k of long logit chunks (imported on first use;
+numpy gives the same ids without it). Each result is truthy when it passes, lists every violated
+bound as :class:`~paritygate.results.Failure` and serializes with ``to_dict``.
 """
 
 from __future__ import annotations
@@ -238,11 +239,72 @@ class TeacherForcedResult(_Verdict):
 
 def _top_k(x: np.ndarray, k: int) -> np.ndarray:
     """The ids of each row's k largest values, largest first ([rows, k] int64; among equal
-    values the lower id first), on the input's own dtype (no float64 or negated copy)."""
+    values the lower id first, at the k-th place too), on the input's own dtype."""
     vocab = x.shape[1]
-    part = np.sort(np.argpartition(x, vocab - k, axis=1)[:, vocab - k :], axis=1)
+    kth = np.take_along_axis(x, np.argpartition(x, vocab - k, axis=1)[:, vocab - k :], axis=1)
+    kth = kth.min(axis=1, keepdims=True)  # each row's k-th largest value
+    # every id above the k-th value, then the lowest ids equal to it until k are taken
+    above = x > kth
+    equal = x == kth
+    room = k - above.sum(axis=1, keepdims=True)
+    chosen = above | (equal & (np.cumsum(equal, axis=1) <= room))
+    part = np.nonzero(chosen)[1].reshape(x.shape[0], k)  # ascending ids per row
     order = np.argsort(-np.take_along_axis(x, part, axis=1), axis=1, kind="stable")
     return np.take_along_axis(part, order, axis=1).astype(np.int64)
+
+
+# Rows x vocab from which the compiled top-k (numba, compiled once and cached on disk) takes over
+# from :func:`_top_k`; below it, or without numba, numpy computes the same ids
+# (tests/unit/test_sequence.py checks that both paths agree exactly, ties included).
+_COMPILED_MIN_ELEMENTS = 1 << 15
+_top_k_kernel: Any = None
+
+
+def _build_top_k() -> Any:
+    from numba import njit
+
+    @njit(cache=True, nogil=True)
+    def top_k(x, k, top):  # pragma: no cover - compiled
+        """Each row's k largest values' ids, largest first, in one pass: a value enters the k
+        sorted slots only above the k-th so far, so among equal values the lower id stays."""
+        rows, vocab = x.shape
+        val = np.empty(k, dtype=np.float64)
+        for i in range(rows):
+            n = 0
+            kth = -np.inf
+            for j in range(vocab):
+                v = np.float64(x[i, j])
+                if n < k or v > kth:
+                    p = n if n < k else k - 1
+                    while p > 0 and v > val[p - 1]:
+                        val[p] = val[p - 1]
+                        top[i, p] = top[i, p - 1]
+                        p -= 1
+                    val[p] = v
+                    top[i, p] = j
+                    if n < k:
+                        n += 1
+                    if n == k:
+                        kth = val[k - 1]
+
+    return top_k
+
+
+def _top_k_fast(x: np.ndarray, k: int) -> np.ndarray:
+    """:func:`_top_k` of finite float32/float64 rows, compiled where numba is installed and the
+    input large enough to repay loading it."""
+    global _top_k_kernel
+    if x.size < _COMPILED_MIN_ELEMENTS or x.dtype.name not in ("float32", "float64"):
+        return _top_k(x, k)
+    if _top_k_kernel is None:
+        import importlib.util
+
+        if importlib.util.find_spec("numba") is None:
+            return _top_k(x, k)
+        _top_k_kernel = _build_top_k()
+    top = np.empty((x.shape[0], k), dtype=np.int64)
+    _top_k_kernel(np.ascontiguousarray(x), k, top)
+    return top
 
 
 class TeacherForcedAccumulator:
@@ -257,17 +319,14 @@ class TeacherForcedAccumulator:
             raise InputError(f"top_k must be a whole number >= 1, got {top_k!r}", where=path)
         self.top_k, self.path = top_k, path
         self.vocab: int | None = None
-        self._max_abs: list[float] = []
-        self._kl: list[float] = []
-        self._lse_ref: list[float] = []
-        self._lse_cand: list[float] = []
-        self._top_ref: list[np.ndarray] = []
-        self._top_cand: list[np.ndarray] = []
+        self._n = 0  # positions added
+        # per chunk, arrays over its positions: kl, max_abs, lse_ref, lse_cand, top_ref, top_cand
+        self._parts: list[tuple[np.ndarray, ...]] = []
 
     def add(self, ref: Any, cand: Any) -> None:
         r, c = np.atleast_2d(np.asarray(ref)), np.atleast_2d(np.asarray(cand))
         where = _where_label(self.path)
-        at = len(self._kl)
+        at = self._n
         if r.ndim != 2 or r.shape != c.shape:
             raise InputError(
                 f"logits must be [positions, vocab] of one shape, got reference "
@@ -294,13 +353,8 @@ class TeacherForcedAccumulator:
             if part is None:
                 self._raise_nonfinite(r, c, at, where)
             parts.append(part)
-        for kl, max_abs, lse_r, lse_c, top_r, top_c in parts:
-            self._kl.extend(kl.tolist())
-            self._max_abs.extend(max_abs.tolist())
-            self._lse_ref.extend(lse_r.tolist())
-            self._lse_cand.extend(lse_c.tolist())
-            self._top_ref.extend(top_r)
-            self._top_cand.extend(top_c)
+        self._parts.extend(parts)
+        self._n += r.shape[0]
 
     # float64 elements of one chunk's temporaries (about 512 KiB each)
     CHUNK_ELEMENTS = 1 << 16
@@ -334,21 +388,29 @@ class TeacherForcedAccumulator:
         lse_c = mc + np.log(ec.sum(axis=1))
         # KL(ref || cand) = sum p_ref (log p_ref - log p_cand) = E_ref[r - c] - (lse_r - lse_c)
         kl = np.maximum(np.einsum("ij,ij->i", er, d) / zr - (lse_r - lse_c), 0.0)
-        tops = [list(_top_k(x, self.top_k)) for x in (ref, cand)]
-        return kl, max_abs, lse_r, lse_c, tops[0], tops[1]
+        return (
+            kl,
+            max_abs,
+            lse_r,
+            lse_c,
+            _top_k_fast(ref, self.top_k),
+            _top_k_fast(cand, self.top_k),
+        )
+
+    def _joined(self, field: int) -> np.ndarray:
+        if not self._parts:
+            return np.zeros((0, self.top_k) if field >= 4 else 0)
+        return np.concatenate([part[field] for part in self._parts])
 
     @property
     def kl(self) -> np.ndarray:
         """KL(ref || cand) per position added so far."""
-        return np.asarray(self._kl, dtype=np.float64)
+        return self._joined(0).astype(np.float64)
 
     @property
     def top1(self) -> tuple[np.ndarray, np.ndarray]:
         """(reference, candidate) argmax per position added so far."""
-        empty = np.zeros(0, dtype=np.int64)
-        r = np.array([t[0] for t in self._top_ref], dtype=np.int64) if self._top_ref else empty
-        c = np.array([t[0] for t in self._top_cand], dtype=np.int64) if self._top_cand else empty
-        return r, c
+        return self._joined(4)[:, 0].astype(np.int64), self._joined(5)[:, 0].astype(np.int64)
 
     def result(
         self,
@@ -370,12 +432,11 @@ class TeacherForcedAccumulator:
             ),
             "min_topk_overlap": _bound("min_topk_overlap", min_topk_overlap, high=1.0, path=path),
         }
-        n = len(self._kl)
+        n = self._n
         if n == 0:
             raise InputError("no positions were added", where=_where_label(path))
-        kl = np.asarray(self._kl)
-        mabs = np.asarray(self._max_abs)
-        top_r, top_c = np.stack(self._top_ref), np.stack(self._top_cand)
+        kl, mabs = self._joined(0), self._joined(1)
+        top_r, top_c = self._joined(4), self._joined(5)
         agree = top_r[:, 0] == top_c[:, 0]
         # top-k lists hold distinct ids: the overlap counts the ids of one found in the other
         overlap = (top_r[:, :, None] == top_c[:, None, :]).any(axis=2).sum(axis=1) / self.top_k

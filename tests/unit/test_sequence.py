@@ -86,7 +86,8 @@ def test_accumulator_chunks_equal_one_shot(logits):
     assert streamed.n_positions == 12
     for key in ("max_abs", "kl_mean", "kl_p99", "kl_max", "top1_agreement", "topk_overlap"):
         assert getattr(streamed, key) == pytest.approx(getattr(whole, key))
-    assert not any(a.size > 3 for a in acc._top_ref)  # nothing of vocab size kept
+    # nothing of vocab size kept: per position four scalars and two top-k id lists
+    assert all(part[4].shape[1:] == (3,) and part[0].ndim == 1 for part in acc._parts)
     with pytest.raises(InputError, match="vocab changed from 50 to 49 at position 12"):
         acc.add(logits[:1, :49], cand[:1, :49])
 
@@ -165,3 +166,43 @@ def test_accumulator_inner_chunks_match_float64_log_softmax_and_reject_minus_inf
     with pytest.raises(InputError, match="candidate logits hold NaN .* at position 10"):
         fresh.add(logits, bad)
     assert fresh.kl.size == 0
+
+
+def test_compiled_top_k_equals_numpy_ties_included(monkeypatch):
+    """The compiled top-k (numba) and the numpy one give the same ids in the same order: among
+    equal values the lower id first, also where a tie straddles the k-th place; a wrong kernel
+    (here: numpy's argpartition order, which breaks ties arbitrarily) is told apart."""
+    from paritygate import sequence
+
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 6, size=(64, 600)).astype(np.float32)  # many ties
+    x[0, [3, 9, 17, 40]] = 9.0  # four equal maxima, k = 3 takes the three lowest ids
+    x[1] = 0.0  # a constant row: ids 0, 1, 2
+    y = rng.normal(size=(40, 1000))
+    monkeypatch.setattr(sequence, "_COMPILED_MIN_ELEMENTS", 0)
+    for arr in (x, y):
+        compiled = sequence._top_k_fast(arr, 3)
+        expected = np.argsort(-arr, axis=1, kind="stable")[:, :3]
+        np.testing.assert_array_equal(compiled, expected)
+        np.testing.assert_array_equal(sequence._top_k(arr, 3), expected)
+    assert compiled.dtype == np.int64
+    assert sequence._top_k_fast(x, 3)[:2].tolist() == [[3, 9, 17], [0, 1, 2]]
+    arbitrary = np.argpartition(-x, 3, axis=1)[:, :3]
+    assert not np.array_equal(np.sort(arbitrary, axis=1), np.sort(expected, axis=1))
+
+
+def test_accumulator_compiled_and_numpy_paths_agree_exactly(monkeypatch):
+    from paritygate import sequence
+
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(5)
+    ref = (rng.normal(size=(70, 900)) * 3).astype(np.float32)
+    cand = (ref + rng.normal(scale=1e-3, size=ref.shape)).astype(np.float32)
+    cand[11] = ref[12]  # one position off
+    results = []
+    for threshold in (0, 1 << 62):
+        monkeypatch.setattr(sequence, "_COMPILED_MIN_ELEMENTS", threshold)
+        results.append(compare_teacher_forced(ref, cand, top_k=4, max_kl=1e-3).to_dict())
+    assert results[0] == results[1]
+    assert results[0]["top1_disagreeing_positions"] == [11]
