@@ -27,10 +27,10 @@ SMALL_SET = [
 ]
 
 EXPECTED = {
-    "runners.py:203:43:off-by-one": ("caught", "f32-kl", "chat-01-split-multi"),
-    "runners.py:203:51:off-by-one": ("caught", "f32-kl", "chat-01-split-multi"),
-    "runners.py:209:70:off-by-one": ("caught", "float-greedy", "chat-01-split-multi"),
-    "runners.py:210:38:off-by-one": ("caught", "float-greedy", "chat-01-split-multi"),
+    "runners.py:209:43:off-by-one": ("caught", "f32-kl", "chat-01-split-multi"),
+    "runners.py:209:51:off-by-one": ("caught", "f32-kl", "chat-01-split-multi"),
+    "runners.py:215:70:off-by-one": ("caught", "float-greedy", "chat-01-split-multi"),
+    "runners.py:216:38:off-by-one": ("caught", "float-greedy", "chat-01-split-multi"),
 }
 
 
