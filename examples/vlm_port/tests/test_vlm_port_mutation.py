@@ -29,10 +29,10 @@ SMALL_SET = [
 ]
 
 EXPECTED = {
-    "runners.py:288:46:dtype": ("caught", "mlx-logits", "leetcode"),
-    "runners.py:320:62:dtype": ("caught", "vision-embeds", "leetcode"),
-    "runners.py:339:67:dtype": ("caught", "pixel-values", "leetcode"),
-    "runners.py:341:50:dtype": ("caught", "vision-embeds", "leetcode"),
+    "runners.py:331:46:dtype": ("caught", "mlx-logits", "leetcode"),
+    "runners.py:363:62:dtype": ("caught", "vision-embeds", "leetcode"),
+    "runners.py:382:67:dtype": ("caught", "pixel-values", "leetcode"),
+    "runners.py:384:50:dtype": ("caught", "vision-embeds", "leetcode"),
 }
 
 
