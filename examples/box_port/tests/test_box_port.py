@@ -106,11 +106,11 @@ def test_the_30px_gate_hides_the_same_bug(box_port, example_module):
 
 def test_example_readme_publishes_the_number_the_gate_enforces(capsys):
     """The example's README ties its "≤ 2 px" to the claim (and its mutation score to
-    mutation.json: 8 measured markers); the 30 px variant is refused."""
+    mutation.json: 10 measured markers); the 30 px variant is refused."""
     readme = str(BOX_PORT / "README.md")
     assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity.toml")]) == 0
     strict = capsys.readouterr()
-    assert "claims check: ok, 9 marker(s) in 1 doc(s)" in strict.out + strict.err
+    assert "claims check: ok, 11 marker(s) in 1 doc(s)" in strict.out + strict.err
     assert main(["claims", "check", readme, "--spec", str(BOX_PORT / "parity-30px.toml")]) == 1
     loose = capsys.readouterr()
     assert "claims check: FAIL, 1 problem(s)" in loose.out + loose.err
