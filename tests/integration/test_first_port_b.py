@@ -18,14 +18,14 @@ ENCODER = ROOT / "examples" / "encoder_mlx"
 
 
 def test_the_encoder_gpu_spec_on_a_cpu_machine_cannot_run_here(capsys, monkeypatch):
-    # This machine as a CPU machine: the spec's claims all hold for class h200 only.
+    # This machine as a CPU machine: the spec's claims all hold for class hopper only.
     monkeypatch.setenv("PARITYGATE_HARDWARE", "any")
     assert main(["gate", str(ENCODER / "parity-gpu.toml")]) == 4
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert len(err.splitlines()) == 1, err
     assert err.startswith("paritygate: cannot run here: ")
-    assert "parity-gpu.toml" in err and "hardware class 'h200' (system Linux, gpu *H200*)" in err
+    assert "parity-gpu.toml" in err and "hardware class 'hopper' (system Linux, gpu *H[12]00*)" in err
     assert "this machine is in no declared class" in err and "violated" not in err
     assert "FAIL" not in captured.out
 
