@@ -232,9 +232,10 @@ def gpu_spec() -> None:
     gone = "".join(f"#   {d}\n" for d in dropped)
     text = text.replace(
         "# Run it with `paritygate gate parity-sweep.toml`. Do not edit: edit parity.toml.\n",
-        "# Run it with `paritygate gate parity-gpu.toml` on an H100 or H200 with MLX CUDA; its bounds"
-        " come\n# from gpu/run_all_gpu.sh (calibration/gpu-*/). Do not edit: edit parity.toml."
-        "\n# Exact claims that the GPU calibration refused (gated here by argmax agreement only):\n"
+        "# Run it with `paritygate gate parity-gpu.toml` on an H100 or H200 with MLX CUDA; its"
+        " bounds come\n# from gpu/run_all_gpu.sh (calibration/gpu-*/). Do not edit: edit"
+        " parity.toml.\n# Exact claims that the GPU calibration refused (gated here by argmax"
+        " agreement only):\n"
         + gone,
     )
     (HERE / "parity-gpu.toml").write_text(text)

@@ -3,7 +3,8 @@
 The public API is what ``__all__`` lists here, and the ``__all__`` of the public submodules named
 in :data:`PUBLIC_MODULES` (calibration, structured comparisons, benchmarks, reports, the claim
 metric registry, provenance, the processes a runner starts, the pytest helpers and the CLI entry
-point). Everything else is internal and may change between releases; the examples use only the public API (a test checks their imports).
+point). Everything else is internal and may change between releases; the examples use only the
+public API (a test checks their imports).
 
 Importing paritygate imports no ML framework and not pytest; frameworks are reached lazily
 through :mod:`paritygate.backends` when their arrays are compared.

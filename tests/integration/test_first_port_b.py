@@ -25,7 +25,8 @@ def test_the_encoder_gpu_spec_on_a_cpu_machine_cannot_run_here(capsys, monkeypat
     err = captured.err.strip()
     assert len(err.splitlines()) == 1, err
     assert err.startswith("paritygate: cannot run here: ")
-    assert "parity-gpu.toml" in err and "hardware class 'hopper' (system Linux, gpu *H[12]00*)" in err
+    assert "parity-gpu.toml" in err
+    assert "hardware class 'hopper' (system Linux, gpu *H[12]00*)" in err
     assert "this machine is in no declared class" in err and "violated" not in err
     assert "FAIL" not in captured.out
 
