@@ -215,9 +215,7 @@ def gpu_spec() -> None:
             path, run = refused[-1]
             noise = max(run["exact"][claim]["by_metric"]["max_abs"]["noise"])
             dropped.append(f"{claim} (refused: max-abs noise up to {noise:.2g}, {path})")
-            text = re.sub(
-                rf"^\[claims\.{claim}\]\n(?:[^\[\n][^\n]*\n)*\n?", "", text, flags=re.M
-            )
+            text = re.sub(rf"^\[claims\.{claim}\]\n(?:[^\[\n][^\n]*\n)*\n?", "", text, flags=re.M)
         elif results and all(r["exact"][claim]["proposal"] == "exact" for _, r in results):
             path, run = [(p, r) for p, r in results if r.get("tf32") != 0][-1]
             keep[claim] = {**run["exact"][claim]["basis"], "evidence": path}
@@ -235,8 +233,7 @@ def gpu_spec() -> None:
         "# Run it with `paritygate gate parity-gpu.toml` on an H100 or H200 with MLX CUDA; its"
         " bounds come\n# from gpu/run_all_gpu.sh (calibration/gpu-*/). Do not edit: edit"
         " parity.toml.\n# Exact claims that the GPU calibration refused (gated here by argmax"
-        " agreement only):\n"
-        + gone,
+        " agreement only):\n" + gone,
     )
     (HERE / "parity-gpu.toml").write_text(text)
     from paritygate import update_claim
