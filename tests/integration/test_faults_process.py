@@ -171,6 +171,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground job has it. A suite started in
+    the background by a non-interactive shell inherits SIGINT ignored, and an ignored SIGINT
+    stays ignored in the gate, which would then never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _hanging_gate(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
     """A gate whose candidate port hangs, started as a user would; returns it once the port and
     the port's child are up, with their pids."""
@@ -189,6 +196,7 @@ def _hanging_gate(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_sigint_default,
     )
     deadline = time.monotonic() + 60
     while not list(pids.iterdir()):
@@ -233,6 +241,7 @@ def test_ctrl_c_at_any_moment_of_start_up_ends_in_one_line(tmp_path):
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=_sigint_default,
         )
         time.sleep(delay)
         gate.send_signal(signal.SIGINT)
