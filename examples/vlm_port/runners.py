@@ -31,7 +31,7 @@ Each returns (docs/spec.md's sequence conventions, plus the vision part):
   merger), the rows that replace the ``<|image_pad|>`` embeddings.
 
 ``make(runtime, bug=None)`` is the factory ``parity.toml`` names; ``bug`` plants one of ``BUGS``
-in the candidate, as a mutation of the runner, never of a committed file:
+in a runner (the candidate; ``REFERENCE_BUGS`` below: the reference), never in a committed file:
 
 - ``image-after-text``: mlx-vlm's message format for qwen2_5_vl switched to the one its
   qwen2_vl entry uses (image after the text), the seed's chat-template content-ordering bug;
