@@ -263,14 +263,8 @@ def test_stale_rope_deltas_in_the_reference_fail_its_state_claim(example):
     assert differing["logits"].detail.startswith("bytes: max_abs 0.0001")
 
 
-def test_make_plants_each_bug_only_in_its_own_runtime():
-    import sys
-
-    sys.path.insert(0, str(EXAMPLE))
-    try:
-        import runners
-    finally:
-        sys.path.remove(str(EXAMPLE))
+def test_make_plants_each_bug_only_in_its_own_runtime(example_module):
+    runners = example_module("runners")
     with pytest.raises(ValueError, match="unknown bug 'vision-cache' for transformers; expected"):
         runners.make("transformers", "vision-cache")
     with pytest.raises(ValueError, match="unknown bug 'stale-rope-deltas' for mlx-vlm"):
