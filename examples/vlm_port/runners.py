@@ -31,7 +31,7 @@ Each returns (docs/spec.md's sequence conventions, plus the vision part):
   merger), the rows that replace the ``<|image_pad|>`` embeddings.
 
 ``make(runtime, bug=None)`` is the factory ``parity.toml`` names; ``bug`` plants one of ``BUGS``
-in the candidate, as a mutation of the runner, never of a committed file:
+in a runner (the candidate; ``REFERENCE_BUGS`` below: the reference), never in a committed file:
 
 - ``image-after-text``: mlx-vlm's message format for qwen2_5_vl switched to the one its
   qwen2_vl entry uses (image after the text), the seed's chat-template content-ordering bug;
@@ -448,15 +448,15 @@ def _strided_rot_pos_emb(tower: Any) -> Any:
 
 def make(runtime: str, bug: str | None = None, fresh: bool = False) -> Any:
     """The runner ``parity.toml`` names: ``runtime`` is transformers or mlx-vlm; ``bug`` one of
-    ``BUGS``, planted in the candidate. ``fresh``: every call builds a new runner (nothing can
-    be left from an earlier call): the reference of the state claim in parity-state.toml."""
+    ``BUGS`` (mlx-vlm) or ``REFERENCE_BUGS`` (transformers). ``fresh``: every call builds a new
+    runner (nothing left from an earlier call): the reference of the state claims."""
     if fresh:
         return lambda case: make(runtime, bug)(case)
-    if bug is not None and bug not in BUGS:
-        raise ValueError(f"unknown bug {bug!r}; expected one of {', '.join(BUGS)}")
+    if bug is not None and bug not in bugs_of(runtime):
+        raise ValueError(f"unknown bug {bug!r} for {runtime}; expected one of {_names(runtime)}")
     if runtime == "transformers":
-        if bug is not None:
-            raise ValueError("bugs are planted in the candidate (mlx-vlm) only")
+        if bug == "stale-rope-deltas":
+            return EmbeddingsRunner().run
         return TransformersRunner().run
     if runtime == "mlx-vlm":
         from PIL import Image
@@ -664,3 +664,47 @@ def after_other_image_with_vision_cache(runtime: str, bug: str | None = None) ->
 # with the candidate runner's options, it plants one bug, the signal calibration measures.
 def with_bilinear_resize(runtime: str, bug: str | None = None) -> Any:
     return make(runtime, "bilinear-resize")
+
+
+# The reference's planted bug, ``make("transformers", bug=...)`` (parity-state-transformers.toml).
+REFERENCE_BUGS = ("stale-rope-deltas",)
+
+
+def bugs_of(runtime: str) -> tuple[str, ...]:
+    """The bugs ``make`` plants in ``runtime``'s runner; none for an unknown runtime."""
+    return {"transformers": REFERENCE_BUGS, "mlx-vlm": BUGS}.get(runtime, ())
+
+
+def _names(runtime: str) -> str:
+    return ", ".join(bugs_of(runtime)) or "none (unknown runtime)"
+
+
+class EmbeddingsRunner(TransformersRunner):
+    """The ``stale-rope-deltas`` bug: every forward pass of the reference (teacher-forced and
+    the greedy steps) merges the vision tower's output into the prompt's embeddings itself and
+    calls the model with ``inputs_embeds`` instead of ``input_ids`` and the pixel values. Given
+    no ids, transformers 5.23's Qwen2.5-VL cannot rebuild the 3-D rotary positions and adds the
+    ``rope_deltas`` the model keeps between calls (set by the last ``generate``: the previous
+    call's image) to 1-D positions; a fresh model has none and uses the 1-D positions alone. So
+    a call after another image differs from a fresh call, by a translation of every position
+    (rotary attention sees it only as rounding: the logits move by about 1e-4, the tokens do
+    not); ``generate``'s answer is given the ids and recomputes them. The 1-D positions are a
+    bug of their own, which the stored gate catches against mlx-vlm; the state claim, with this
+    bug planted in both of its runners, sees only what is kept between calls."""
+
+    def _logits(self, ids: np.ndarray, pixel_values: Any, grid: Any) -> np.ndarray:
+        torch = self.torch
+        inner = self.model.model
+        input_ids = torch.from_numpy(ids)[None]
+        image = (ids == self.model.config.image_token_id).astype(np.int64)
+        with torch.no_grad():
+            embeds = inner.get_input_embeddings()(input_ids)
+            vision = inner.visual(pixel_values, grid_thw=grid).pooler_output
+            mask = torch.from_numpy(image.astype(bool))[None, :, None].expand_as(embeds)
+            out = self.model(
+                inputs_embeds=embeds.masked_scatter(mask, vision.to(embeds.dtype)),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                mm_token_type_ids=torch.from_numpy(image)[None],
+                image_grid_thw=grid,
+            )
+        return out.logits[0].float().numpy()

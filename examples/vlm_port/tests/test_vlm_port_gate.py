@@ -238,3 +238,34 @@ def test_transformers_called_after_another_image_equals_a_fresh_call(example):
     result = run_gate(load_spec(spec), cases=["laptop"])
     assert result.passed, [f.describe() for v in result.verdicts for f in v.failures]
     assert {v.claim_id for v in result.verdicts} == {"transformers-fresh-state"}
+
+
+def test_stale_rope_deltas_in_the_reference_fail_its_state_claim(example):
+    # the reference merges the image into the embeddings itself and calls the model with
+    # inputs_embeds: transformers then adds the rope_deltas kept from the last generate (fullhd's)
+    # to 1-D positions, where a fresh model adds none. Planted in both runners (the claim is
+    # about one implementation's state): a translation of every position, which rotary attention
+    # sees only as rounding, so the logits move by about 1e-4 and the tokens do not
+    state = example / "parity-state-transformers.toml"
+    text = state.read_text()
+    faithful = 'runtime = "transformers"'
+    assert text.count(faithful) == 2  # the fresh reference and the candidate
+    planted = example / "state-stale-rope-deltas.toml"
+    planted.write_text(text.replace(faithful, f'{faithful}, bug = "stale-rope-deltas"'))
+    result = run_gate(load_spec(planted), cases=["laptop"])
+    assert not result.passed and result.exit_code == 1
+    failures = _failing(result)["transformers-fresh-state", "laptop"]
+    assert {f.metric for f in failures} == {"byte_equality"}
+    differing = {f.where.rsplit(", ", 1)[1]: f for f in failures}
+    assert set(differing) == {"logits", "greedy_logits"}  # greedy_ids, the answer: unchanged
+    (verdict,) = [v for v in result.verdicts if not v.passed]
+    assert 0 < verdict.observed < 1e-2, [f.describe() for f in failures]  # the largest max-abs
+    assert differing["logits"].detail.startswith("bytes: max_abs 0.0001")
+
+
+def test_make_plants_each_bug_only_in_its_own_runtime(example_module):
+    runners = example_module("runners")
+    with pytest.raises(ValueError, match="unknown bug 'vision-cache' for transformers; expected"):
+        runners.make("transformers", "vision-cache")
+    with pytest.raises(ValueError, match="unknown bug 'stale-rope-deltas' for mlx-vlm"):
+        runners.make("mlx-vlm", "stale-rope-deltas")
