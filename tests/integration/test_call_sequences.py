@@ -33,7 +33,8 @@ class Streaming:
     # the port: a running mean kept in the object, element by element
     def __init__(self, mode):
         self.mode = mode
-        self.total, self.count = 0.0, 0
+        self.total = 0.0
+        self.count = 0
 
     def __call__(self, case):
         if self.mode == "fresh":  # a call is a new stream
@@ -309,3 +310,15 @@ def test_locate_refuses_a_sequence_in_one_line(tmp_path, capsys):
     code = main(["locate", str(path), "--claim", "y-max-abs", "--case", "x_after.y"])
     err = capsys.readouterr().err
     assert code == 2 and "is a call sequence [y, x]" in err and "Traceback" not in err
+
+
+def test_mutation_runs_sequences_and_the_reset_case_catches_dropped_resets(tmp_path, capsys):
+    path = _project(tmp_path, mode="carry")
+    sweep_cases(path, parse_sweep("x:after=y,reset=true"))
+    _record(path)
+    mutate = ["mutate", str(path), "--operators", "drop-reset", "--case", "x"]
+    assert main(mutate) == 0
+    assert "0/2 caught" in capsys.readouterr().out  # the plain case never calls reset()
+    assert main([*mutate, "--case", "x_reset.y"]) == 0
+    out = capsys.readouterr().out
+    assert "2/2 caught" in out and out.count("y-max-abs @ x_reset.y") == 2
