@@ -322,3 +322,20 @@ def test_mutation_runs_sequences_and_the_reset_case_catches_dropped_resets(tmp_p
     assert main([*mutate, "--case", "x_reset.y"]) == 0
     out = capsys.readouterr().out
     assert "2/2 caught" in out and out.count("y-max-abs @ x_reset.y") == 2
+
+
+def test_a_command_runs_a_sequence_with_a_reset_as_a_new_process_per_call(tmp_path):
+    path = _project(tmp_path, claim_mode="paired")
+    (tmp_path / "cmd.py").write_text(
+        "import sys\nimport numpy as np\n"
+        "x = np.load(sys.argv[1]).astype(np.float64)\n"
+        "np.savez(sys.argv[2], y=x - np.cumsum(x) / np.arange(1, len(x) + 1))\n"
+    )
+    text = path.read_text().replace(
+        'factory = "model:make"\noptions = { mode = "fresh" }',
+        'command = ["{python}", "cmd.py", "{case}", "{out}"]\nformat = "npz"',
+    )
+    path.write_text(text)
+    sweep_cases(path, parse_sweep("x:after=y,reset=true"))
+    result = run_gate(load_spec(path), cases=["x_reset.y"])
+    assert result.exit_code == 0 and [v.case for v in result.verdicts] == ["x_reset.y"]
