@@ -742,7 +742,8 @@ class _Validator:
             if case.name in cases:
                 raise self.error(f"cases.{case_name}", f"case {case.name!r} is declared twice")
             cases[case.name] = case
-        cases = {n: cases[n] for n in _declared_order(cases_table, cases)}
+        if sequences:
+            cases = {n: cases[n] for n in _declared_order(cases_table, cases)}
         runners_table = self.table_of(data["runners"], "runners")
         runners = {rn: self.runner(rn, value, outputs) for rn, value in runners_table.items()}
         self.check_runners(runners)
