@@ -6,7 +6,7 @@ one, of two, of an odd size above the largest chunk. ``paritygate cases add --sw
 those cases, pinned like any case, from a template case::
 
     TEMPLATE:axis=A,chunk=N[,chunk=M...][,max=K][,empty=false][,batch=B][,batch_chunk=C]
-             [,key=NAME...][,name=PREFIX]
+             [,key=NAME...][,name=PREFIX][,after=OTHER...][,reset=true]
 
 - lengths on ``axis`` (``edges``): 0 and 1 (0 left out with ``empty=false``), and
   ``k*n - 1, k*n, k*n + 1`` for every declared ``chunk`` ``n`` and ``k = 1..max`` (default 3);
@@ -22,6 +22,18 @@ written file is pinned as a case named by its stem. In a file of several arrays,
 the arrays that are resized (repeatable: ids and their attention mask together); the others are
 copied unchanged. The bytes depend only on the template and the declaration (a fixed zip date for
 ``.npz``), so running the sweep again adds nothing; a derived file that changed is drift, refused.
+
+The switches of a stateful runner (``after``, ``reset``; format 10) are call-sequence cases
+(:attr:`paritygate.spec.Case.sequence`), alone or beside lengths and batch sizes (then ``axis``
+is not needed):
+
+- ``after=OTHER`` (repeatable): ``PREFIX_after.OTHER`` = ``sequence = ["OTHER", "TEMPLATE"]``,
+  a new stream after a call on another input;
+- with ``reset=true`` also ``PREFIX_reset.OTHER`` = ``["OTHER", "reset", "TEMPLATE"]``: the
+  runner's ``reset()`` between the two calls.
+
+Each is pinned by :func:`paritygate.spec.sequence_sha256` of its members' names and pins; the
+spec's ``format_version`` is raised to 10 when it is lower.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from .errors import InputError
 __all__ = ["Sweep", "parse_sweep", "edge_lengths", "batch_sizes", "sweep_cases"]
 
 _SUFFIXES = (".npy", ".npz", ".safetensors", ".wav")
-_KEYS = ("axis", "chunk", "max", "empty", "batch", "batch_chunk", "key", "name")
+_KEYS = ("axis", "chunk", "max", "empty", "batch", "batch_chunk", "key", "name", "after", "reset")
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,8 @@ class Sweep:
     keys: tuple[str, ...] = ()
     name: str = ""
     text: str = field(default="", compare=False)
+    after: tuple[str, ...] = ()  # call-sequence cases: a call on each of these, then the template
+    reset: bool = False  # ... and with the runner's reset() between the two calls
 
     @property
     def prefix(self) -> str:
@@ -65,7 +79,7 @@ def parse_sweep(text: str) -> Sweep:
     template, sep, rest = text.partition(":")
     if not sep or not template.strip():
         raise InputError(f"{where}: expected TEMPLATE:axis=A,chunk=N[,...] (a case of the spec)")
-    values: dict[str, Any] = {"chunk": [], "key": []}
+    values: dict[str, Any] = {"chunk": [], "key": [], "after": []}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
         key, value = key.strip(), value.strip()
@@ -73,7 +87,7 @@ def parse_sweep(text: str) -> Sweep:
             raise InputError(
                 f"{where}: {part!r}: expected KEY=VALUE, KEY one of {', '.join(_KEYS)}"
             )
-        if key in ("chunk", "key"):
+        if key in ("chunk", "key", "after"):
             values[key].append(value)
         elif key in values:
             raise InputError(f"{where}: {key} given twice")
@@ -97,8 +111,16 @@ def parse_sweep(text: str) -> Sweep:
         if not value.isdigit() or int(value) < 1:
             raise InputError(f"{where}: chunk={value}: expected an integer >= 1")
         chunks.append(int(value))
-    if axis is None and batch is None:
-        raise InputError(f"{where}: declare axis= (lengths) and/or batch= (batch sizes)")
+    reset = values.get("reset", "false").lower()
+    if reset not in ("true", "false"):
+        raise InputError(f"{where}: reset={values['reset']}: expected true or false")
+    if reset == "true" and not values["after"]:
+        raise InputError(f"{where}: reset=true needs after=OTHER (the call before the reset)")
+    if axis is None and batch is None and not values["after"]:
+        raise InputError(
+            f"{where}: declare axis= (lengths), batch= (batch sizes) and/or after=OTHER (a call "
+            "on another case first)"
+        )
     if axis is not None and not chunks:
         raise InputError(f"{where}: axis={axis} needs chunk=N (the chunk or window size)")
     if axis is not None and axis == batch:
@@ -125,6 +147,8 @@ def parse_sweep(text: str) -> Sweep:
         tuple(values["key"]),
         name,
         text,
+        tuple(dict.fromkeys(values["after"])),
+        reset == "true",
     )
 
 
@@ -149,9 +173,9 @@ class SweptCase:
     """One case the sweep adds (or found already pinned)."""
 
     name: str
-    axis: int
-    length: int
-    path: str  # relative to the spec's folder
+    axis: int | None  # None for a call-sequence case
+    length: int | None
+    path: str  # relative to the spec's folder (a call-sequence case: its steps, in words)
     sha256: str
     added: bool
 
@@ -281,6 +305,76 @@ def sweep_cases(spec_path: str | Path, sweep: Sweep, *, dry_run: bool = False) -
     """Add the boundary cases ``sweep`` declares to the spec at ``spec_path`` (see the module's
     docstring). Returns every case of the sweep, added or already pinned; nothing is written
     on error or with ``dry_run``. The spec is validated before it is replaced."""
+    path = Path(spec_path)
+    if path.is_dir():
+        path = path / "parity.toml"
+    if not path.is_file():
+        raise InputError(f"no spec at {path} (write one with `paritygate init`)")
+    result = []
+    if sweep.axis is not None or sweep.batch is not None:
+        result += _sweep_lengths(path, sweep, dry_run=dry_run)
+    if sweep.after:
+        result += _sweep_sequences(path, sweep, dry_run=dry_run)
+    return result
+
+
+def _sweep_sequences(path: Path, sweep: Sweep, *, dry_run: bool) -> list[SweptCase]:
+    """The call-sequence cases of ``after=`` / ``reset=true``, pinned; a case of the same name
+    with another sequence or pin is refused."""
+    import tomlkit
+
+    from .onboarding import _write_validated
+    from .spec import RESET, SPEC_FORMAT_VERSION, load_spec, sequence_sha256
+
+    spec = load_spec(path)
+    for name in (sweep.template, *sweep.after):
+        case = spec.cases.get(name)
+        if case is None:
+            raise InputError(
+                f"--sweep: no case {name!r} in {path} (cases: {', '.join(spec.cases) or 'none'})"
+            )
+        if case.sequence:
+            raise InputError(f"--sweep: cases.{name} is itself a call sequence; name one case")
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    cases = document["cases"]
+    result, entries = [], []
+    for other in sweep.after:
+        plans = [("after", [other, sweep.template])]
+        if sweep.reset:
+            plans.append(("reset", [other, RESET, sweep.template]))
+        for group, steps in plans:
+            name = f"{sweep.prefix}_{group}.{other}"
+            pin = sequence_sha256(RESET if s == RESET else [s, spec.cases[s].sha256] for s in steps)
+            old = cases.get(name)
+            old = old.unwrap() if hasattr(old, "unwrap") else old
+            if old is not None and (
+                not isinstance(old, dict)
+                or list(old.get("sequence", [])) != steps
+                or old.get("sha256") != pin
+            ):
+                raise InputError(
+                    f"--sweep: case {name} exists with another declaration (or another pin: a "
+                    "member changed); pick name=PREFIX, or re-pin it deliberately"
+                )
+            shown = "sequence [" + ", ".join(steps) + "]"
+            result.append(SweptCase(name, None, None, shown, pin, old is None))
+            if old is None:
+                entries.append((name, steps, pin))
+    if dry_run or not entries:
+        return result
+    compact = not (hasattr(cases, "is_super_table") and cases.is_super_table())
+    for name, steps, pin in entries:
+        entry = tomlkit.inline_table() if compact else tomlkit.table()
+        entry.update({"sequence": steps, "sha256": pin})
+        cases[name] = entry
+    if document.get("format_version", SPEC_FORMAT_VERSION) < 10:
+        document["format_version"] = 10
+    _write_validated(path, tomlkit.dumps(document))
+    return result
+
+
+def _sweep_lengths(path: Path, sweep: Sweep, *, dry_run: bool = False) -> list[SweptCase]:
+    """Lengths and batch sizes (``axis=``, ``batch=``)."""
     import hashlib
 
     import tomlkit
@@ -289,11 +383,6 @@ def sweep_cases(spec_path: str | Path, sweep: Sweep, *, dry_run: bool = False) -
     from .onboarding import _write_validated
     from .spec import load_spec
 
-    path = Path(spec_path)
-    if path.is_dir():
-        path = path / "parity.toml"
-    if not path.is_file():
-        raise InputError(f"no spec at {path} (write one with `paritygate init`)")
     spec = load_spec(path)
     root = path.resolve().parent
     document = tomlkit.parse(path.read_text(encoding="utf-8"))
@@ -304,6 +393,11 @@ def sweep_cases(spec_path: str | Path, sweep: Sweep, *, dry_run: bool = False) -
         raise InputError(f"--sweep: no case {sweep.template!r} in {path} (cases: {known})")
     if "sweep" in declared:
         raise InputError(f"--sweep: cases.{sweep.template} is itself a sweep; name one case")
+    if "sequence" in declared:
+        raise InputError(
+            f"--sweep: cases.{sweep.template} is a call sequence; lengths and batch sizes "
+            "sweep a file or generated case"
+        )
     if "generate" in declared:
         return _sweep_generated(path, document, sweep, declared, dry_run=dry_run)
     case = spec.cases[sweep.template]

@@ -236,8 +236,9 @@ def raise_if_never_recorded(spec: Spec, checked: Any) -> None:
     for item in checked.drift:
         if item.kind == "case-input" and item.observed is None and item.subject not in recorded:
             case = spec.cases[item.subject]
+            what = case.missing if case.sequence else f"input file {case.path} does not exist"
             raise InputError(
-                f"cases.{item.subject}: input file {case.path} does not exist (no reference was "
+                f"cases.{item.subject}: {what} (no reference was "
                 f"recorded from it); fix the path or create the file, then run `{command}`",
                 where=str(spec.path),
             )

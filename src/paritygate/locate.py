@@ -1491,6 +1491,12 @@ def _spec_sides(
         if runner is None:
             raise InputError(f"no runner {name!r} in {spec.path.name}")
     the_case = spec.cases[case]
+    if the_case.sequence:
+        raise InputError(
+            f"cases.{case} is a call sequence {the_case.describe_sequence()}: locate captures "
+            "one call of each side on one input; a sequence's divergence lies in the state its "
+            "earlier calls leave, which one capture does not show"
+        )
     active = [make_runner(spec.runners[name], spec) for name in names]
     for runner in active:
         runner.activate()

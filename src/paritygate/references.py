@@ -244,14 +244,10 @@ def case_input_drift(case: Case, reference: Reference | None) -> list[DriftItem]
     """What shifted under one case: its input file against its sha256 pin and, with a
     reference, the input the reference recorded for it (empty: nothing shifted)."""
     drift = []
-    if not case.path.is_file():
-        drift.append(
-            DriftItem(
-                "case-input", case.name, case.sha256, None, f"input file {case.path} is missing"
-            )
-        )
+    observed = case.observed_sha256()
+    if observed is None:
+        drift.append(DriftItem("case-input", case.name, case.sha256, None, case.missing))
     else:
-        observed = sha256_file(case.path)
         if observed != case.sha256:
             drift.append(
                 DriftItem("case-input", case.name, case.sha256, observed, case.pin_mismatch)
@@ -503,11 +499,11 @@ def _check_before_record(spec: Spec) -> None:
             )
     problems = []
     for case in spec.cases.values():
-        observed = sha256_file(case.path)
+        observed = case.observed_sha256() or "(missing)"
         if observed != case.sha256:
             problems.append(
                 f"case {case.name}: input sha256 {observed[:12]}… differs from the pin "
-                f"{case.sha256[:12]}…"
+                f"{case.sha256[:12]}…" + (f" ({case.pin_mismatch})" if case.sequence else "")
             )
     ref = spec.reference
     for package, pinned in ref.package_pins.items():
@@ -636,7 +632,7 @@ def _record_locked(
             if outcome.failure is not None:
                 raise outcome.failure
             result = RunResult(outcome.outputs or {}, outcome.seconds, outcome.stderr)
-            if not case.path.is_file() or sha256_file(case.path) != case.sha256:
+            if case.observed_sha256() != case.sha256:
                 raise RecordError(
                     f"reference runner {runner.name} modified the input file {case.path} of "
                     f"case {case.name} during its run (it no longer matches its sha256 pin); "

@@ -162,7 +162,54 @@ class ActiveRunner:
         self.active = False
 
     def run(self, case: Case) -> RunResult:
+        """The runner's outputs for ``case``; a call-sequence case (format 10) calls the runner
+        on each member in order, ``reset()`` at each ``"reset"``, and gives the last call's
+        outputs (seconds: all calls' together). Every executor runs cases through here."""
+        if not case.sequence:
+            return self._call(case)
+        return self._sequence(case)
+
+    def _call(self, case: Case) -> RunResult:
+        """One call of the runner on one (plain) case."""
         raise NotImplementedError
+
+    def reset(self, case: Case) -> None:
+        """The ``"reset"`` switch of the sequence case ``case``: the runner forgets the state
+        earlier calls left."""
+        raise NotImplementedError
+
+    def _sequence(self, case: Case) -> RunResult:
+        calls = sum(m is not None for m in case.sequence)
+        if any(m is None for m in case.sequence):
+            self.check_reset(case)
+        seconds, done, last = 0.0, 0, None
+        for step, member in enumerate(case.sequence, 1):
+            if member is None:
+                start = time.perf_counter()
+                self.reset(case)
+                seconds += time.perf_counter() - start
+                continue
+            done += 1
+            try:
+                last = self._call(member)
+            except RunFailure as exc:
+                raise RunFailure(
+                    self.name,
+                    case.name,
+                    exc.kind,
+                    f"call {done} of {calls} (member {member.name}, step {step} of "
+                    f"{case.describe_sequence()}): {exc.message}",
+                    exc.stderr,
+                    suggested_pass=exc.suggested_pass,
+                    site=exc.site,
+                ) from None
+            seconds += last.seconds
+        assert last is not None  # the spec refuses a sequence without a member
+        return RunResult(last.outputs, seconds, last.stderr)
+
+    def check_reset(self, case: Case) -> None:
+        """Refuses (RunFailure) a sequence with ``"reset"`` on a runner that cannot reset,
+        before any call is made."""
 
     def _finish(
         self, raw: dict[str, Any], case: Case, seconds: float, stderr: str = ""
@@ -405,9 +452,64 @@ class PythonRunner(ActiveRunner):
         with in_spec_folder(self.spec.root):
             self._deactivate()
 
-    def run(self, case: Case) -> RunResult:
+    def _call(self, case: Case) -> RunResult:
         with in_spec_folder(self.spec.root):
             return self._run(case)
+
+    def check_reset(self, case: Case) -> None:
+        if not self._stateless() and not callable(getattr(self.function, "reset", None)):
+            made = (
+                f"factory {self.runner.factory} returned a {type(self.function).__name__}"
+                if self.runner.factory
+                else f"{self.runner.callable} is a {type(self.function).__name__}"
+            )
+            raise RunFailure(
+                self.name,
+                case.name,
+                "import",
+                f"runner {self.name} has no reset(): the sequence case {case.name} "
+                f"{case.describe_sequence()} needs one (a factory's object with a reset method; "
+                f"{made} without one)",
+            )
+
+    def _stateless(self) -> bool:
+        """A ``callable`` runner naming a plain function keeps no state of its own between
+        calls: its reset is nothing to do (a stateless reference runs a sequence as is)."""
+        import inspect
+
+        return bool(self.runner.callable) and (
+            inspect.isfunction(self.function) or inspect.isbuiltin(self.function)
+        )
+
+    def reset(self, case: Case) -> None:
+        """Calls ``reset()`` of the runner's object (what its factory returned, or a callable
+        object), on the runner's thread when it has one, in the spec's folder; nothing for a
+        plain function (:meth:`_stateless`)."""
+        if self._stateless():
+            return
+        reset = self.function.reset  # type: ignore[union-attr]
+        with in_spec_folder(self.spec.root):
+            try:
+                if self._thread is None:
+                    reset()
+                else:
+                    self._thread.call(reset, self.runner.timeout)
+            except TimeoutError:
+                self._stuck = case.name
+                raise RunFailure(
+                    self.name,
+                    case.name,
+                    "timeout",
+                    f"reset() gave no result within {self.runner.timeout:g} s (it keeps running "
+                    "in this process, and this runner's remaining cases are not run)",
+                ) from None
+            except Exception as exc:
+                raise RunFailure(
+                    self.name,
+                    case.name,
+                    "crash",
+                    f"reset() raised {type(exc).__name__}: {exc}",
+                ) from None
 
     def _activate(self) -> None:
         root = str(import_name(self.spec.root, "")[1])
@@ -613,7 +715,14 @@ class SubprocessRunner(ActiveRunner):
             argv.append(part)
         return argv
 
-    def run(self, case: Case) -> RunResult:
+    def reset(self, case: Case) -> None:
+        """Each call of a command is a new process already; a reset also gives the next calls a
+        fresh scratch folder (deactivate, activate). State the command keeps elsewhere (files
+        it writes) is the command's own to clear."""
+        self.deactivate()
+        self.activate()
+
+    def _call(self, case: Case) -> RunResult:
         if self._tmp is None:
             raise RuntimeError(f"runner {self.name} is not active")
         folder = Path(tempfile.mkdtemp(dir=self._tmp.name, prefix=f"{case.name}-"))

@@ -27,7 +27,14 @@ from . import claim_metrics
 from ._dtypes import ML_DTYPES_NAMES
 from .approximation import ActivityBand
 from .errors import SpecError
-from .files import atomic_write_bytes, atomic_write_text, check_nesting, load_case, read_text
+from .files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_nesting,
+    load_case,
+    read_text,
+    sha256_file,
+)
 from .seeded import GENERATED_FOLDER, Generation
 
 __all__ = [
@@ -50,6 +57,8 @@ __all__ = [
     "did_you_mean",
     "spec_from_text",
     "default_reports",
+    "RESET",
+    "sequence_sha256",
 ]
 
 # Where a spec's reports go when it names no ``reports`` folder: one folder per spec file under
@@ -111,8 +120,15 @@ def default_reports(spec_path: Path) -> str:
 #      margin, the observed value the one-sided lower confidence bound of the paired accuracy
 #      difference) and its params ``confidence``, ``resamples`` and ``seed``. Migration: none;
 #      formats 1-8 load as before; a spec with such a claim sets format_version = 9.
-SPEC_FORMAT_VERSION = 9
-READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+#  10  call-sequence cases: ``[cases.x] sequence = ["a", "reset", "b"]`` (member cases of the
+#      spec and the switch ``"reset"``), run on one active runner in order, the outputs the last
+#      member's; ``sha256`` pins the members' names, pins and order (:func:`sequence_sha256`).
+#      Written by ``paritygate cases add --sweep T:after=O[,reset=true]``. Migration: none;
+#      formats 1-9 load as before; a spec with a sequence case sets format_version = 10.
+SPEC_FORMAT_VERSION = 10
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+#: The switch of a call-sequence case between two calls: the runner's ``reset()``.
+RESET = "reset"
 
 # metric -> (scope, direction), read live from the claim-metric registry. "max": observed must
 # be <= bound; "min": observed must be >= bound.
@@ -144,6 +160,16 @@ PACKAGE_PIN_PREFIX = "package:"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sequence_sha256(steps: Iterable[Any]) -> str:
+    """The pin of a call-sequence case: the sha256 of the canonical JSON (compact, UTF-8) of its
+    steps, ``[member, member's sha256]`` per call and ``"reset"`` per switch, in order."""
+    import hashlib
+    import json
+
+    text = json.dumps(list(steps), separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -184,6 +210,36 @@ class Case:
     labels: dict[str, Any] = field(default_factory=dict)
     # A generated case's declaration (format 6, :mod:`paritygate.seeded`); None for a file.
     generated: Generation | None = None
+    # A call-sequence case (format 10): its member cases in call order, None for a reset; its
+    # path is the last member's, its sha256 the pin of :func:`sequence_sha256`.
+    sequence: tuple[Case | None, ...] = ()
+
+    def steps(self, pins: bool = True) -> list[Any]:
+        """A sequence's steps as pinned: ``[name, sha256]`` per member (``pins=False``: the
+        member's input as it is now, None when its file is missing) and ``"reset"``."""
+        return [
+            RESET if m is None else [m.name, m.sha256 if pins else m.observed_sha256()]
+            for m in self.sequence
+        ]
+
+    def observed_sha256(self) -> str | None:
+        """The input's sha256 as it is now (a sequence: of its members' files), None when a
+        file is missing; drift compares it with :attr:`sha256`."""
+        if not self.sequence:
+            return sha256_file(self.path) if self.path.is_file() else None
+        steps = self.steps(pins=False)
+        if any(s != RESET and s[1] is None for s in steps):
+            return None
+        return sequence_sha256(steps)
+
+    @property
+    def missing(self) -> str:
+        """What is missing when :meth:`observed_sha256` is None, in words."""
+        for m in self.sequence or (self,):
+            if m is not None and not m.path.is_file():
+                member = f"member {m.name}'s " if self.sequence else ""
+                return f"{member}input file {m.path} is missing"
+        return "input file is missing"
 
     @property
     def label(self) -> Any:
@@ -192,6 +248,12 @@ class Case:
     @property
     def pin_mismatch(self) -> str:
         """Why the input's sha256 differs from its pin, in words for a drift report."""
+        if self.sequence:
+            return (
+                f"sequence {self.describe_sequence()} differs from its pin: a member's input or "
+                f"the order changed; check the change, then pin the new sha256 (`paritygate "
+                "cases add --sweep` pins a sequence it writes)"
+            )
         if self.generated is None:
             return "input differs from its pin"
         return (
@@ -199,9 +261,12 @@ class Case:
             "its seed or the declaration changed; check the change, then pin the new sha256"
         )
 
+    def describe_sequence(self) -> str:
+        return "[" + ", ".join(RESET if m is None else m.name for m in self.sequence) + "]"
+
     def load(self) -> Any:
-        """The case's inputs: a dict of arrays (npz / safetensors), an array (npy), parsed JSON,
-        or the raw bytes for any other file type."""
+        """The case's inputs (a sequence: its last member's): a dict of arrays (npz /
+        safetensors), an array (npy), parsed JSON, or the raw bytes for any other file type."""
         return load_case(self.path)
 
 
@@ -661,11 +726,24 @@ class _Validator:
         if not cases_table:
             raise self.error("cases", "expected at least one case")
         cases: dict[str, Case] = {}
+        sequences = {
+            n: v for n, v in cases_table.items() if isinstance(v, dict) and "sequence" in v
+        }
         for case_name, value in cases_table.items():
+            if case_name in sequences:
+                continue
             for case in self.cases(case_name, value):
                 if case.name in cases:
                     raise self.error(f"cases.{case_name}", f"case {case.name!r} is declared twice")
                 cases[case.name] = case
+        plain = dict(cases)
+        for case_name, value in sequences.items():
+            case = self.sequence(case_name, value, plain, set(sequences))
+            if case.name in cases:
+                raise self.error(f"cases.{case_name}", f"case {case.name!r} is declared twice")
+            cases[case.name] = case
+        if sequences:
+            cases = {n: cases[n] for n in _declared_order(cases_table, cases)}
         runners_table = self.table_of(data["runners"], "runners")
         runners = {rn: self.runner(rn, value, outputs) for rn, value in runners_table.items()}
         self.check_runners(runners)
@@ -895,6 +973,64 @@ class _Validator:
                 pin_key, "expected 64 lowercase hex digits (the generated file's sha256)"
             )
         return Case(name, path, pin, labels, generation)
+
+    def sequence(self, name: str, value: Any, cases: dict[str, Case], sequences: set[str]) -> Case:
+        """A call-sequence case (format 10): member cases and ``"reset"``, pinned by
+        :func:`sequence_sha256` of the members' names and pins."""
+        key = f"cases.{name}"
+        self.name_ok(name, key)
+        data = self.table_of(value, key)
+        if self.version < 10:
+            raise self.error(f"{key}.sequence", "needs format_version = 10")
+        self.keys(data, key, ("sequence", "sha256", "label", "labels"))
+        listed = data["sequence"]
+        where = f"{key}.sequence"
+        if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
+            raise self.error(
+                where, f'expected a list of case names and "{RESET}", got {_kind(listed)}'
+            )
+        members: list[Case | None] = []
+        for step in listed:
+            if step == RESET:
+                members.append(None)
+            elif step in sequences:
+                raise self.error(
+                    where, f"{step!r} is itself a sequence; list its members and switches instead"
+                )
+            elif step not in cases:
+                raise self.error(
+                    where,
+                    f"{step!r} is neither a case of the spec nor a switch (the switch is "
+                    f'"{RESET}"){did_you_mean(step, [*cases, RESET])}',
+                )
+            else:
+                members.append(cases[step])
+        if not any(m is not None for m in members):
+            raise self.error(where, "expected at least one member case (the calls to make)")
+        if members[-1] is None:
+            raise self.error(
+                where,
+                f"ends with \"{RESET}\": the case's outputs are its last call's; end with a member",
+            )
+        last = members[-1]
+        digest = sequence_sha256(RESET if m is None else [m.name, m.sha256] for m in members)
+        if "sha256" not in data:
+            raise self.error(
+                f"{key}.sha256",
+                f'required key is missing; the sequence is pinned with sha256 = "{digest}" '
+                "(the sha256 of its members' names and pins, in order)",
+            )
+        sha = self.string(data, key, "sha256")
+        if not _HEX64.match(sha):
+            raise self.error(
+                f"{key}.sha256",
+                "expected 64 lowercase hex digits; the sequence is pinned with "
+                f'sha256 = "{digest}"',
+            )
+        labels = dict(self.table_of(data.get("labels", {}), f"{key}.labels"))
+        if "label" in data:
+            labels["label"] = data["label"]
+        return Case(name, last.path, sha, labels, sequence=tuple(members))
 
     def case(self, name: str, value: Any) -> Case:
         key = f"cases.{name}"
@@ -1465,6 +1601,14 @@ class _Validator:
                 'it needs mode = "paired"',
             )
         return activity
+
+
+def _declared_order(table: dict[str, Any], cases: dict[str, Case]) -> list[str]:
+    """The cases in the order the spec declares them (a sweep's cases where its table is)."""
+    order = []
+    for name in table:
+        order.extend(n for n in cases if n == name or (n.startswith(name + ".") and n not in table))
+    return list(dict.fromkeys([*order, *cases]))
 
 
 def _file_kind(path: Path) -> str:

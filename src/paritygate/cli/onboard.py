@@ -160,7 +160,8 @@ def cases_group() -> None:
     metavar="CASE:axis=A,chunk=N[,...]",
     help="Boundary cases derived from the template CASE: lengths 0, 1 and k*N-1, k*N, k*N+1 on "
     "axis A (k up to max=, default 3), batch sizes 1, 2 and an odd one above the largest chunk "
-    "with batch=B (repeatable; docs/spec.md, 'Boundary sweeps').",
+    "with batch=B; with after=OTHER[,reset=true] call sequences: CASE after a call on OTHER (and "
+    "after the runner's reset()) (repeatable; docs/spec.md, 'Boundary sweeps', 'Call sequences').",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be added; write nothing.")
 def cases_add_command(
@@ -179,7 +180,9 @@ def cases_add_command(
     from ..onboarding import add_cases
 
     if not patterns and not sweeps:
-        raise InputError("cases add: give GLOB... or --sweep CASE:axis=A,chunk=N")
+        raise InputError(
+            "cases add: give GLOB... or --sweep CASE:axis=A,chunk=N (or CASE:after=OTHER)"
+        )
     declared = [parse_sweep(text) for text in sweeps]
     plan: list = add_cases(spec_path, list(patterns), dry_run=dry_run) if patterns else []
     for sweep in declared:
